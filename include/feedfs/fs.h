@@ -1,0 +1,43 @@
+/*
+ * fs — the FUSE low-level filesystem: bucket prefix -> read-only POSIX tree.
+ *
+ * Rules (full text in docs/SEMANTICS.md): keys split on '/'; directories are
+ * implicit (common prefixes) or explicit ("dir/" marker objects); a directory
+ * shadows a file of the same name; keys whose path cannot be a POSIX name (empty
+ * segment, "." or "..", NUL, segment > 255 bytes) are hidden and counted; every
+ * mutating operation answers EROFS.
+ */
+#ifndef FEEDFS_FS_H
+#define FEEDFS_FS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct s3_client;
+struct rd_config;
+struct fuse_lowlevel_ops;
+
+struct fs_options {
+	const char *prefix;          /* "" or "some/prefix/" (always ends with '/') */
+	uid_t uid;
+	gid_t gid;
+	mode_t file_mode;            /* permission bits only, e.g. 0444 */
+	mode_t dir_mode;             /* e.g. 0555 */
+	int64_t metadata_ttl_ms;     /* kernel attr/entry timeouts + listing cache */
+	int64_t negative_ttl_ms;     /* kernel negative entry timeout + negative cache */
+};
+
+struct fs;
+
+/* rd is copied; s3 and rd->budget must outlive the fs. */
+struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
+		  const struct rd_config *rd);
+void fs_destroy(struct fs *fs);
+
+/* The ops table; pass fs as userdata to fuse_session_new(). */
+const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
+
+/* Counters (hidden keys, lookups, ...) logged at unmount. */
+void fs_log_stats(struct fs *fs);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * prefetch — the read path: turns FUSE reads of one open file into ranged GETs,
+ * with a sequential detector and a growing readahead window, under one global
+ * memory budget.
+ *
+ * DESIGN
+ * Each open file (struct rd_file) keeps an ordered list of segments: byte ranges
+ * [off, off+len) with a buffer, each filled by one ranged GET issued through the
+ * fetch function (s3_get_async in production, a fake in unit tests).
+ *  - Small objects (size <= part_size) are fetched whole on the first read.
+ *  - A sequential reader (each read starts where the last ended, give or take
+ *    a small forward skip or a backward re-read inside what is held) gets a
+ *    window that starts at RD_WINDOW_MIN and doubles each time the reader
+ *    catches up with it, up to max_window; the window is cut into segments of
+ *    at most part_size, fetched in parallel.
+ *  - A random reader fetches only the bytes it asks for (rounded out to 64 KiB),
+ *    and its window resets.
+ *  - Segments behind the reader are freed; on a seek, segments no longer wanted
+ *    are dropped (a GET in flight finishes into its buffer, which is then freed).
+ * Every segment buffer is charged to the budget before its GET is issued.
+ * Readahead never waits for budget: it just issues less. A demand read waits for
+ * budget (bounded: other readers free theirs as they complete).
+ * A fetch result of -ESTALE (the object changed: If-Match failed) fails the read
+ * with -ESTALE and all held segments are dropped: bytes of two versions are
+ * never mixed.
+ * Threads: rd_read may be called concurrently on one rd_file (the kernel issues
+ * parallel reads); one mutex per rd_file, a condvar for completions. Fetch
+ * completions run on the fetcher's thread and only take that mutex briefly.
+ */
+#ifndef FEEDFS_PREFETCH_H
+#define FEEDFS_PREFETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define RD_WINDOW_MIN (1u << 20)    /* first readahead window: 1 MiB */
+
+/* Global memory budget for in-flight and readahead buffers. */
+struct rd_budget;
+int rd_budget_new(uint64_t max_bytes, struct rd_budget **out);
+void rd_budget_destroy(struct rd_budget *b);
+/* Take n bytes: returns 0, or -EAGAIN when wait == 0 and not available. */
+int rd_budget_take(struct rd_budget *b, uint64_t n, int wait);
+void rd_budget_give(struct rd_budget *b, uint64_t n);
+uint64_t rd_budget_used(struct rd_budget *b);
+uint64_t rd_budget_peak(struct rd_budget *b);
+
+/* Same contract as s3_get_async (see s3.h). */
+typedef void (*rd_fetch_done_fn)(void *arg, ssize_t result);
+typedef int (*rd_fetch_fn)(void *fetch_arg, const char *key, size_t key_len,
+			   const char *if_match, uint64_t off, size_t len, void *buf,
+			   rd_fetch_done_fn done, void *done_arg);
+
+struct rd_config {
+	rd_fetch_fn fetch;
+	void *fetch_arg;
+	struct rd_budget *budget;
+	uint64_t part_size;         /* max bytes per GET; default 8 MiB */
+	uint64_t max_window;        /* readahead cap; default 64 MiB, clamped to budget/4 */
+};
+
+struct rd_file;
+
+/* key is copied. etag may be NULL (then no If-Match). size is the object size
+ * as known at open. Returns NULL only on allocation failure. */
+struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
+			uint64_t size, const char *etag);
+
+/* Read up to len bytes at off into dst. Returns bytes read (short only at EOF,
+ * 0 at or past EOF) or -errno. Blocks until the bytes are there. */
+ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst);
+
+/* Waits for this file's GETs in flight, frees everything. */
+void rd_close(struct rd_file *f);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * s3 — the S3 client: SigV4-signed HTTP requests over one libcurl multi handle.
+ *
+ * DESIGN
+ * One thread (the "http thread") owns the curl multi handle and every easy handle
+ * in flight; connections are kept alive and reused. Any thread may submit work;
+ * submissions cross to the http thread through a locked queue and a wakeup.
+ * Completion callbacks run ON THE HTTP THREAD and must not block.
+ * Retries (5xx, 429/503 SlowDown, connection reset, short body, stall) happen
+ * inside this module with capped exponential backoff and full jitter; each retry
+ * re-signs the request. Only the final outcome reaches the caller, as a byte count
+ * or a negative errno mapped by one table (src/s3/error.c):
+ *   NoSuchKey/404 -> -ENOENT, NoSuchBucket -> -ENOENT, AccessDenied/403 -> -EACCES,
+ *   SignatureDoesNotMatch/InvalidAccessKeyId -> -EACCES, 412 PreconditionFailed ->
+ *   -ESTALE, InvalidRange/416 -> -EINVAL, retries exhausted / connect failure -> -EIO
+ *   (-EHOSTUNREACH/-ECONNREFUSED for the mount-time check), timeouts -> -ETIMEDOUT
+ *   after retries.
+ * Every failure is logged once, with the key, HTTP status, S3 code and request id.
+ *
+ * Keys are passed and returned as raw bytes (UTF-8 as stored in the bucket); this
+ * module does all URI encoding and `encoding-type=url` decoding.
+ */
+#ifndef FEEDFS_S3_H
+#define FEEDFS_S3_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct creds_chain;
+struct s3_client;
+
+#define S3_ETAG_MAX 128
+
+struct s3_config {
+	const char *endpoint_url;   /* "http://127.0.0.1:4568"; NULL: https://s3.<region>.amazonaws.com */
+	const char *region;         /* NULL: "us-east-1" */
+	const char *bucket;
+	int force_path_style;       /* else virtual-hosted (bucket.host) */
+	struct creds_chain *creds;  /* never NULL; may be anonymous */
+	const char *ca_bundle;      /* NULL: system default */
+	int connect_timeout_ms;     /* 0: default 10 s */
+	int stall_timeout_ms;       /* no bytes for this long -> retry; 0: default 30 s */
+	int max_retries;            /* 0: default 10 attempts in all */
+	int max_connections;        /* concurrent requests; 0: default 32 */
+};
+
+struct s3_object {
+	char *key;                  /* full key, decoded, NUL-terminated; may hold NULs: see key_len */
+	size_t key_len;
+	uint64_t size;
+	int64_t mtime_ms;           /* LastModified / Last-Modified, wall clock */
+	char etag[S3_ETAG_MAX];     /* with its quotes, exactly as the server sent it */
+};
+
+struct s3_list_page {
+	struct s3_object *objects;  /* keys in page order */
+	size_t n_objects;
+	char **prefixes;            /* CommonPrefixes, decoded, each ends with the delimiter */
+	size_t *prefix_lens;
+	size_t n_prefixes;
+	char *next_token;           /* NextContinuationToken; NULL when !truncated */
+	int truncated;
+};
+
+/* Counters for tests and logs (monotonic, read with relaxed atomics). */
+struct s3_stats {
+	uint64_t requests, gets, heads, lists, retries, errors, bytes_in;
+};
+
+int s3_client_new(const struct s3_config *cfg, struct s3_client **out);
+void s3_client_destroy(struct s3_client *c);
+void s3_client_stats(struct s3_client *c, struct s3_stats *out);
+
+/* Mount-time check: one ListObjectsV2 of `prefix` with max-keys=1. Returns 0 or
+ * -errno and, on failure, writes one user-facing line into msg, e.g.
+ * "bucket 'x' does not exist (NoSuchBucket, request id ABC)" or
+ * "cannot connect to http://127.0.0.1:1: Connection refused". Does not retry
+ * connection failures for long (a few seconds at most). */
+int s3_check_access(struct s3_client *c, const char *prefix, char *msg, size_t msg_len);
+
+/* One ListObjectsV2 page (encoding-type=url requested, decoded only when the
+ * response says <EncodingType>url</EncodingType>). delimiter may be NULL.
+ * continuation may be NULL. max_keys 0: server default (1000). Blocking. */
+int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
+	    const char *continuation, int max_keys, struct s3_list_page *out);
+void s3_list_page_cleanup(struct s3_list_page *p);
+
+/* HeadObject. Blocking. 0 or -errno (-ENOENT when absent). */
+int s3_head(struct s3_client *c, const char *key, size_t key_len, struct s3_object *out);
+void s3_object_cleanup(struct s3_object *o);
+
+/* Ranged GET of exactly [off, off+len) into buf (len > 0; never for a size-0
+ * object). if_match may be NULL; when set, a changed object yields -ESTALE.
+ * A body shorter or longer than len, or a Content-Range that does not match, is
+ * retried and never delivered as success.
+ * done(arg, result) runs on the http thread with result == len or -errno.
+ * Returns 0 when queued, -errno when it could not be queued (done not called). */
+typedef void (*s3_get_done_fn)(void *arg, ssize_t result);
+int s3_get_async(struct s3_client *c, const char *key, size_t key_len,
+		 const char *if_match, uint64_t off, size_t len, void *buf,
+		 s3_get_done_fn done, void *arg);
+
+/* Blocking form of s3_get_async. Returns len or -errno. */
+ssize_t s3_get(struct s3_client *c, const char *key, size_t key_len,
+	       const char *if_match, uint64_t off, size_t len, void *buf);
+
+#endif

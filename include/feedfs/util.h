@@ -1,0 +1,44 @@
+/*
+ * util — small helpers shared by every module: size and duration parsing, clocks,
+ * checked allocation, URI percent-encoding.
+ */
+#ifndef FEEDFS_UTIL_H
+#define FEEDFS_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "8M", "1G", "512k", "4096", "1.5G" -> bytes (K/M/G/T are powers of 1024,
+ * optional trailing "iB"/"B"). Rejects negatives, junk and overflow.
+ * Returns 0 and sets *out, or -EINVAL / -ERANGE. */
+int util_parse_size(const char *s, uint64_t *out);
+
+/* "30", "1.5" seconds -> milliseconds. Returns 0 or -EINVAL/-ERANGE. */
+int util_parse_seconds_ms(const char *s, int64_t *out_ms);
+
+/* Unsigned decimal/octal (base 0 accepted per strtoul rules when base==0). */
+int util_parse_u32(const char *s, int base, uint32_t *out);
+
+int64_t util_now_ms(void);        /* CLOCK_MONOTONIC */
+int64_t util_wall_ms(void);       /* CLOCK_REALTIME */
+
+/* malloc/calloc/strdup that abort with a log line on exhaustion: used only for
+ * small bookkeeping allocations; data buffers go through the memory budget. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t m);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Percent-encode per RFC 3986 unreserved set (A-Z a-z 0-9 - _ . ~).
+ * keep_slash leaves '/' as is (for URI paths). Returns a malloc'd string. */
+char *util_uri_encode(const char *s, size_t len, int keep_slash);
+
+/* Decode %XX escapes (and nothing else: '+' stays '+'). Returns malloc'd string
+ * and its length in *out_len (may contain NUL), or NULL on a malformed escape. */
+char *util_uri_decode(const char *s, size_t len, size_t *out_len);
+
+/* Wipe memory that held a secret (not optimised away). */
+void util_wipe(void *p, size_t n);
+
+#endif

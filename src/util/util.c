@@ -1,0 +1,206 @@
+/*
+ * util — parsing, clocks, checked allocation, URI encoding. See util.h.
+ */
+#include "feedfs/util.h"
+#include "feedfs/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int util_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v, mul = 1;
+
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || !isfinite(v))
+		return -EINVAL;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': mul = 1024.0; end++; break;
+	case 'M': mul = 1024.0 * 1024; end++; break;
+	case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+	case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	default: break;
+	}
+	/* Accept "M", "MB", "MiB" (all binary) and a bare "B" for bytes. */
+	if (mul > 1 && (end[0] == 'i' || end[0] == 'I') && (end[1] == 'B' || end[1] == 'b'))
+		end += 2;
+	else if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end)
+		return -EINVAL;
+	v *= mul;
+	if (v >= 18446744073709551616.0)
+		return -ERANGE;
+	if (v != floor(v))
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int util_parse_seconds_ms(const char *s, int64_t *out_ms)
+{
+	char *end;
+	double v;
+
+	if (!s || !*s || isspace((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v < 0)
+		return -EINVAL;
+	if (v > 9.2e15)
+		return -ERANGE;
+	*out_ms = (int64_t)llround(v * 1000.0);
+	return 0;
+}
+
+int util_parse_u32(const char *s, int base, uint32_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!s || !*s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, base);
+	if (errno || *end)
+		return -EINVAL;
+	if (v > UINT32_MAX)
+		return -ERANGE;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+int64_t util_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+static void *oom(size_t n)
+{
+	log_msg(LOG_CRIT, "util", "out of memory allocating %zu bytes", n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	return p ? p : oom(n);
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+
+	return p ? p : oom(n * m);
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	return p ? p : oom(strlen(s));
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = xmalloc(n + 1);
+
+	memcpy(p, s, n);
+	p[n] = '\0';
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	return n < 0 ? oom(0) : p;
+}
+
+char *util_uri_encode(const char *s, size_t len, int keep_slash)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *out = xmalloc(len * 3 + 1), *o = out;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' ||
+		    (keep_slash && c == '/')) {
+			*o++ = (char)c;
+		} else {
+			*o++ = '%';
+			*o++ = hex[c >> 4];
+			*o++ = hex[c & 15];
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+char *util_uri_decode(const char *s, size_t len, size_t *out_len)
+{
+	char *out = xmalloc(len + 1), *o = out;
+
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] != '%') {
+			*o++ = s[i];
+			continue;
+		}
+		if (i + 2 >= len) {
+			free(out);
+			return NULL;
+		}
+		int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
+
+		if (h < 0 || l < 0) {
+			free(out);
+			return NULL;
+		}
+		*o++ = (char)(h << 4 | l);
+		i += 2;
+	}
+	*o = '\0';
+	if (out_len)
+		*out_len = (size_t)(o - out);
+	return out;
+}
+
+void util_wipe(void *p, size_t n)
+{
+	if (p)
+		explicit_bzero(p, n);
+}
