@@ -18,8 +18,10 @@
  *  - Segments behind the reader are freed; on a seek, segments no longer wanted
  *    are dropped (a GET in flight finishes into its buffer, which is then freed).
  * Every segment buffer is charged to the budget before its GET is issued.
- * Readahead never waits for budget: it just issues less. A demand read waits for
- * budget (bounded: other readers free theirs as they complete).
+ * Readahead never waits for budget: it just issues less. A demand read asks for
+ * at most min(part_size, budget max) bytes and waits for them without holding
+ * the file lock, reclaiming meanwhile completed buffers nobody waits on from any
+ * open file; see src/prefetch/prefetch.c for why this cannot deadlock.
  * A fetch result of -ESTALE (the object changed: If-Match failed) fails the read
  * with -ESTALE and all held segments are dropped: bytes of two versions are
  * never mixed.
@@ -40,13 +42,17 @@
 struct rd_budget;
 int rd_budget_new(uint64_t max_bytes, struct rd_budget **out);
 void rd_budget_destroy(struct rd_budget *b);
-/* Take n bytes: returns 0, or -EAGAIN when wait == 0 and not available. */
+/* Take n bytes: returns 0, or -EAGAIN when wait == 0 and not available, or
+ * -EINVAL when n > max (never satisfiable). wait != 0 blocks, reclaiming idle
+ * buffers of open files meanwhile; the caller must hold no rd_file lock. */
 int rd_budget_take(struct rd_budget *b, uint64_t n, int wait);
 void rd_budget_give(struct rd_budget *b, uint64_t n);
 uint64_t rd_budget_used(struct rd_budget *b);
 uint64_t rd_budget_peak(struct rd_budget *b);
+uint64_t rd_budget_max(struct rd_budget *b);
 
-/* Same contract as s3_get_async (see s3.h). */
+/* Same contract as s3_get_async (see s3.h). In particular done must not run on
+ * the calling thread before fetch returns (it is called with the file locked). */
 typedef void (*rd_fetch_done_fn)(void *arg, ssize_t result);
 typedef int (*rd_fetch_fn)(void *fetch_arg, const char *key, size_t key_len,
 			   const char *if_match, uint64_t off, size_t len, void *buf,
@@ -62,16 +68,20 @@ struct rd_config {
 
 struct rd_file;
 
-/* key is copied. etag may be NULL (then no If-Match). size is the object size
- * as known at open. Returns NULL only on allocation failure. */
+/* key and etag are copied. etag may be NULL (then no If-Match). size is the
+ * object size as known at open. cfg->fetch and cfg->budget are required; the
+ * budget must outlive the file. Returns NULL only on allocation failure. */
 struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
 			uint64_t size, const char *etag);
 
 /* Read up to len bytes at off into dst. Returns bytes read (short only at EOF,
- * 0 at or past EOF) or -errno. Blocks until the bytes are there. */
+ * 0 at or past EOF) or -errno: the fetch's errno for a part that failed (a later
+ * read retries it), or -ESTALE for every read once the object is seen to have
+ * changed. Blocks until the bytes are there. May be called concurrently. */
 ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst);
 
-/* Waits for this file's GETs in flight, frees everything. */
+/* Waits for this file's GETs in flight, frees everything. No rd_read may be
+ * running or start on f. */
 void rd_close(struct rd_file *f);
 
 #endif

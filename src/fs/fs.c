@@ -1,0 +1,879 @@
+/*
+ * fs — the FUSE low-level filesystem: a bucket prefix as a read-only tree.
+ *
+ * DESIGN
+ * Every op is a thin wrapper: it calls a do_ helper that returns 0 or -errno
+ * and then replies exactly once. Ops run on libfuse's worker threads (the
+ * multi-threaded loop) and may block on S3; no lock is held while they do.
+ *
+ * State: one table of live nodes (inode.c), each with a kernel lookup count
+ * (lookup and readdirplus add one, forget removes; the root is never freed).
+ * A node caches its attributes for --metadata-ttl; a directory node caches its
+ * last complete listing (built by readdir, dir.c) for the same time, which
+ * answers lookups, including negative ones, without requests. Misses that went
+ * to S3 are remembered for --negative-ttl. The kernel is told the same TTLs
+ * (entry/attr timeouts), so a change in the bucket shows within one TTL.
+ *
+ * Lookup of name N in directory prefix P, when no fresh listing answers:
+ * ListObjectsV2 prefix "P N/" max-keys=1 (any key below makes N a directory,
+ * which shadows a file N), else HEAD "P N" (a file), else ENOENT.
+ *
+ * Files: open refreshes stale attributes with HEAD and keeps the kernel page
+ * cache (keep_cache) only when the ETag equals the one seen at the previous
+ * open; reads go through prefetch (rd_*) with If-Match on that ETag, so an
+ * object replaced under an open file fails reads with ESTALE instead of mixing
+ * versions. Everything that would modify answers EROFS.
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "feedfs/log.h"
+#include "feedfs/s3.h"
+#include "feedfs/util.h"
+
+#define TAG "fs"
+#define FS_BLKSIZE (1u << 20)       /* st_blksize: stdio and Python buffer this much */
+#define NEG_BUCKETS 4096
+#define NEG_MAX 65536
+
+/* ---------- negative cache: full child path -> expiry (fs->lock held) ---------- */
+
+struct neg_ent {
+	struct neg_ent *next;
+	int64_t expires_ms;
+	size_t len;
+	char path[];
+};
+
+struct fs_neg {
+	struct neg_ent *b[NEG_BUCKETS];
+	size_t count;
+};
+
+static void neg_clear(struct fs_neg *ng)
+{
+	for (size_t i = 0; i < NEG_BUCKETS; i++) {
+		while (ng->b[i]) {
+			struct neg_ent *e = ng->b[i];
+
+			ng->b[i] = e->next;
+			free(e);
+		}
+	}
+	ng->count = 0;
+}
+
+static struct neg_ent **neg_slot(struct fs_neg *ng, const char *path, size_t len)
+{
+	struct neg_ent **pp = &ng->b[fs_hash64(path, len, 7) % NEG_BUCKETS];
+
+	while (*pp && !((*pp)->len == len && memcmp((*pp)->path, path, len) == 0))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static int neg_hit(struct fs_neg *ng, const char *path, size_t len, int64_t now_ms)
+{
+	struct neg_ent **pp = neg_slot(ng, path, len), *e = *pp;
+
+	if (!e)
+		return 0;
+	if (e->expires_ms > now_ms)
+		return 1;
+	*pp = e->next;
+	free(e);
+	ng->count--;
+	return 0;
+}
+
+static void neg_remove(struct fs_neg *ng, const char *path, size_t len)
+{
+	struct neg_ent **pp = neg_slot(ng, path, len), *e = *pp;
+
+	if (e) {
+		*pp = e->next;
+		free(e);
+		ng->count--;
+	}
+}
+
+static void neg_add(struct fs_neg *ng, const char *path, size_t len, int64_t expires_ms)
+{
+	struct neg_ent **pp, *e;
+
+	/* Bounded: a scan of many missing names must not grow without limit. */
+	if (ng->count >= NEG_MAX)
+		neg_clear(ng);
+	pp = neg_slot(ng, path, len);
+	if (*pp) {
+		(*pp)->expires_ms = expires_ms;
+		return;
+	}
+	e = malloc(sizeof(*e) + len);
+	if (!e)
+		return;
+	e->next = NULL;
+	e->expires_ms = expires_ms;
+	e->len = len;
+	memcpy(e->path, path, len);
+	*pp = e;
+	ng->count++;
+}
+
+/* ---------- helpers shared with dir.c ---------- */
+
+static struct fs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+int fs_listing_fresh(const struct fs *fs, const struct fs_listing *l, int64_t now_ms)
+{
+	return l && l->complete && now_ms - l->fetched_ms < fs->opts.metadata_ttl_ms;
+}
+
+static int attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms)
+{
+	return n->attr_ms && now_ms - n->attr_ms < fs->opts.metadata_ttl_ms;
+}
+
+char *fs_child_path(const struct fs_node *parent, const char *name, size_t name_len,
+		    size_t *len)
+{
+	size_t pl = parent->path_len;
+	size_t n = pl + (pl ? 1 : 0) + name_len;
+	char *p = malloc(n + 1);
+
+	if (!p)
+		return NULL;
+	memcpy(p, parent->path, pl);
+	if (pl)
+		p[pl] = '/';
+	memcpy(p + n - name_len, name, name_len);
+	p[n] = '\0';
+	*len = n;
+	return p;
+}
+
+char *fs_dir_prefix(const struct fs *fs, const struct fs_node *dir, size_t *len)
+{
+	size_t n = fs->prefix_len + dir->path_len + (dir->path_len ? 1 : 0);
+	char *p = malloc(n + 1);
+
+	if (!p)
+		return NULL;
+	memcpy(p, fs->prefix, fs->prefix_len);
+	memcpy(p + fs->prefix_len, dir->path, dir->path_len);
+	if (dir->path_len)
+		p[n - 1] = '/';
+	p[n] = '\0';
+	*len = n;
+	return p;
+}
+
+/* The object key of a file path. */
+static char *file_key(const struct fs *fs, const char *path, size_t path_len, size_t *len)
+{
+	char *k = malloc(fs->prefix_len + path_len + 1);
+
+	if (!k)
+		return NULL;
+	memcpy(k, fs->prefix, fs->prefix_len);
+	memcpy(k + fs->prefix_len, path, path_len);
+	k[fs->prefix_len + path_len] = '\0';
+	*len = fs->prefix_len + path_len;
+	return k;
+}
+
+static void copy_etag(char *dst, const char *src)
+{
+	size_t n = strnlen(src, FS_ETAG_MAX - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st)
+{
+	int64_t mt = n->is_dir ? fs->mount_wall_ms : n->mtime_ms;
+
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_uid = fs->opts.uid;
+	st->st_gid = fs->opts.gid;
+	if (n->is_dir) {
+		st->st_mode = S_IFDIR | (fs->opts.dir_mode & 07777);
+		st->st_nlink = 2;
+	} else {
+		st->st_mode = S_IFREG | (fs->opts.file_mode & 07777);
+		st->st_nlink = 1;
+		st->st_size = (off_t)n->size;
+		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	}
+	st->st_blksize = FS_BLKSIZE;
+	st->st_mtim.tv_sec = mt / 1000;
+	st->st_mtim.tv_nsec = (mt % 1000) * 1000000;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+static double ttl_s(int64_t ms)
+{
+	return (double)ms / 1000.0;
+}
+
+void fs_fill_entry(const struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = n->ino;
+	e->attr_timeout = ttl_s(fs->opts.metadata_ttl_ms);
+	e->entry_timeout = ttl_s(fs->opts.metadata_ttl_ms);
+	fs_fill_stat(fs, n, &e->attr);
+}
+
+void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms)
+{
+	if (n->is_dir || d->is_dir || n->attr_ms > when_ms)
+		return;
+	n->size = d->size;
+	n->mtime_ms = d->mtime_ms;
+	copy_etag(n->etag, d->etag);
+	n->attr_ms = when_ms;
+}
+
+static void node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms)
+{
+	n->size = o->size;
+	n->mtime_ms = o->mtime_ms;
+	copy_etag(n->etag, o->etag);
+	n->attr_ms = when_ms;
+}
+
+/* ---------- lookup ---------- */
+
+/* Ask S3 what name_path (relative to the mount root) is: 1 directory, 0 file
+ * (with *obj filled), or -errno (-ENOENT: neither). */
+static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct s3_object *obj)
+{
+	struct s3_list_page page;
+	size_t klen;
+	char *key = file_key(fs, path, path_len, &klen);
+	char *dirp;
+	int r;
+
+	if (!key)
+		return -ENOMEM;
+	dirp = malloc(klen + 2);
+	if (!dirp) {
+		free(key);
+		return -ENOMEM;
+	}
+	memcpy(dirp, key, klen);
+	dirp[klen] = '/';
+	dirp[klen + 1] = '\0';
+
+	memset(&page, 0, sizeof(page));
+	r = s3_list(fs->s3, dirp, NULL, NULL, 1, &page);
+	FS_STAT_INC(fs, list_pages);
+	if (r >= 0) {
+		int is_dir = page.n_objects > 0 || page.n_prefixes > 0;
+
+		s3_list_page_cleanup(&page);
+		if (is_dir) {
+			r = 1;
+			goto out;
+		}
+		memset(obj, 0, sizeof(*obj));
+		FS_STAT_INC(fs, heads);
+		r = s3_head(fs->s3, key, klen, obj);
+	}
+out:
+	free(dirp);
+	free(key);
+	return r;
+}
+
+static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
+		     struct fuse_entry_param *e)
+{
+	size_t nlen = strlen(name), plen;
+	struct fs_node *p, *n;
+	struct s3_object obj;
+	int64_t now = util_now_ms();
+	char *path;
+	int r, file;
+
+	FS_STAT_INC(fs, lookups);
+	if (nlen > FS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (fs_name_check(name, nlen) != FS_NAME_OK)
+		return -ENOENT;
+
+	pthread_mutex_lock(&fs->lock);
+	p = fs_inodes_get(&fs->inodes, parent);
+	if (!p || !p->is_dir) {
+		pthread_mutex_unlock(&fs->lock);
+		return p ? -ENOTDIR : -ESTALE;
+	}
+	path = fs_child_path(p, name, nlen, &plen);
+	if (!path) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ENOMEM;
+	}
+	if (fs_listing_fresh(fs, p->listing, now)) {
+		long i = fs_listing_find(p->listing, name, nlen);
+
+		FS_STAT_INC(fs, lookups_cached);
+		if (i < 0) {
+			r = -ENOENT;
+		} else {
+			const struct fs_dirent *d = &p->listing->ents[i];
+			int64_t when = p->listing->fetched_ms;
+
+			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
+			if (n) {
+				fs_node_set_from_dirent(n, d, when);
+				n->nlookup++;
+				fs_fill_entry(fs, n, e);
+				r = 0;
+			} else {
+				r = -ENOMEM;
+			}
+		}
+		pthread_mutex_unlock(&fs->lock);
+		free(path);
+		return r;
+	}
+	if (neg_hit(fs->neg, path, plen, now)) {
+		FS_STAT_INC(fs, negative_hits);
+		pthread_mutex_unlock(&fs->lock);
+		free(path);
+		return -ENOENT;
+	}
+	pthread_mutex_unlock(&fs->lock);
+
+	FS_STAT_INC(fs, lookups_remote);
+	r = remote_stat(fs, path, plen, &obj);
+	file = r == 0;
+
+	pthread_mutex_lock(&fs->lock);
+	if (r == -ENOENT) {
+		if (fs->opts.negative_ttl_ms > 0)
+			neg_add(fs->neg, path, plen, util_now_ms() + fs->opts.negative_ttl_ms);
+	} else if (r >= 0) {
+		neg_remove(fs->neg, path, plen);
+		n = fs_inodes_get_path(&fs->inodes, path, plen, r == 1);
+		if (n) {
+			if (r == 0)
+				node_set_from_object(n, &obj, now);
+			n->nlookup++;
+			fs_fill_entry(fs, n, e);
+			r = 0;
+		} else {
+			r = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (file)
+		s3_object_cleanup(&obj);
+	free(path);
+	return r;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	int r = do_lookup(fs, parent, name, &e);
+
+	if (r == 0) {
+		fuse_reply_entry(req, &e);
+	} else if (r == -ENOENT && fs->opts.negative_ttl_ms > 0) {
+		/* ino 0: the kernel caches the miss for entry_timeout. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = ttl_s(fs->opts.negative_ttl_ms);
+		fuse_reply_entry(req, &e);
+	} else {
+		fuse_reply_err(req, -r);
+	}
+}
+
+static void forget_one(struct fs *fs, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs_node *n = fs_inodes_get(&fs->inodes, ino);
+
+	if (n)
+		fs_inodes_forget(&fs->inodes, n, nlookup);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fs *fs = req_fs(req);
+
+	pthread_mutex_lock(&fs->lock);
+	forget_one(fs, ino, nlookup);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct fs *fs = req_fs(req);
+
+	pthread_mutex_lock(&fs->lock);
+	for (size_t i = 0; i < count; i++)
+		forget_one(fs, forgets[i].ino, forgets[i].nlookup);
+	pthread_mutex_unlock(&fs->lock);
+	fuse_reply_none(req);
+}
+
+/* ---------- attributes ---------- */
+
+/* Make a file node's attributes fresh (HEAD when older than the TTL). On
+ * success fills *st and, when etag is not NULL, the current ETag. */
+static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *etag,
+			 uint64_t *size, int *keep_cache)
+{
+	struct s3_object obj;
+	struct fs_node *n;
+	int64_t now = util_now_ms();
+	size_t klen;
+	char *key;
+	int r;
+
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, ino);
+	if (!n) {
+		pthread_mutex_unlock(&fs->lock);
+		return -ESTALE;
+	}
+	if (n->is_dir || attrs_fresh(fs, n, now))
+		goto fill;
+	key = file_key(fs, n->path, n->path_len, &klen);
+	pthread_mutex_unlock(&fs->lock);
+	if (!key)
+		return -ENOMEM;
+
+	memset(&obj, 0, sizeof(obj));
+	FS_STAT_INC(fs, heads);
+	r = s3_head(fs->s3, key, klen, &obj);
+	free(key);
+
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, ino);
+	if (r < 0 || !n) {
+		pthread_mutex_unlock(&fs->lock);
+		if (r >= 0)
+			s3_object_cleanup(&obj);
+		return r < 0 ? r : -ESTALE;
+	}
+	node_set_from_object(n, &obj, now);
+	s3_object_cleanup(&obj);
+fill:
+	if (st)
+		fs_fill_stat(fs, n, st);
+	if (etag)
+		copy_etag(etag, n->etag);
+	if (size)
+		*size = n->size;
+	if (keep_cache) {
+		*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0;
+		copy_etag(n->open_etag, n->etag);
+	}
+	r = n->is_dir ? 1 : 0;
+	pthread_mutex_unlock(&fs->lock);
+	return r;
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct stat st;
+	int r = refresh_attrs(fs, ino, &st, NULL, NULL, NULL);
+
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_attr(req, &st, ttl_s(fs->opts.metadata_ttl_ms));
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct fs *fs = req_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct stat st;
+	mode_t bits;
+	int r;
+
+	if (mask & W_OK) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	r = refresh_attrs(fs, ino, &st, NULL, NULL, NULL);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (ctx->uid == 0)       /* root: X needs some x bit, R always */
+		bits = (st.st_mode & 0111) ? 05 : 04;
+	else if (ctx->uid == st.st_uid)
+		bits = (st.st_mode >> 6) & 7;
+	else if (ctx->gid == st.st_gid)
+		bits = (st.st_mode >> 3) & 7;
+	else
+		bits = st.st_mode & 7;
+	fuse_reply_err(req, ((mode_t)mask & 05 & ~bits) ? EACCES : 0);
+}
+
+/* ---------- files ---------- */
+
+struct fs_file {
+	struct rd_file *rd;
+};
+
+static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	char etag[FS_ETAG_MAX];
+	struct fs_file *f;
+	struct fs_node *n;
+	uint64_t size;
+	int keep = 0, r;
+	size_t klen;
+	char *key;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND | O_CREAT)))
+		return -EROFS;
+	r = refresh_attrs(fs, ino, NULL, etag, &size, &keep);
+	if (r < 0)
+		return r;
+	if (r == 1)
+		return -EISDIR;
+
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, ino);
+	key = n ? file_key(fs, n->path, n->path_len, &klen) : NULL;
+	pthread_mutex_unlock(&fs->lock);
+	if (!n)
+		return -ESTALE;
+	if (!key)
+		return -ENOMEM;
+
+	f = calloc(1, sizeof(*f));
+	if (f)
+		f->rd = rd_open(&fs->rd, key, klen, size, etag[0] ? etag : NULL);
+	free(key);
+	if (!f || !f->rd) {
+		free(f);
+		return -ENOMEM;
+	}
+	FS_STAT_INC(fs, opens);
+	if (keep)
+		FS_STAT_INC(fs, keep_cache);
+	fi->fh = (uintptr_t)f;
+	fi->keep_cache = keep;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int r = do_open(req_fs(req), ino, fi);
+
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else if (fuse_reply_open(req, fi) == -ENOENT) {
+		struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;   /* interrupted open */
+
+		rd_close(f->rd);
+		free(f);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t r;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	FS_STAT_INC(fs, reads);
+	r = size ? rd_read(f->rd, (uint64_t)off, size, buf) : 0;
+	if (r < 0) {
+		if (r == -ESTALE) {
+			struct fs_node *n;
+
+			/* The object changed: the next open looks again. */
+			FS_STAT_INC(fs, estale);
+			pthread_mutex_lock(&fs->lock);
+			n = fs_inodes_get(&fs->inodes, ino);
+			if (n)
+				n->attr_ms = 0;
+			pthread_mutex_unlock(&fs->lock);
+			log_warn(TAG, "object of inode %llu changed while open: ESTALE",
+				 (unsigned long long)ino);
+		}
+		fuse_reply_err(req, (int)-r);
+	} else {
+		fuse_reply_buf(req, buf, (size_t)r);
+	}
+	free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+
+	if (f) {
+		rd_close(f->rd);
+		free(f);
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+/* ---------- the filesystem as a whole ---------- */
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = req_fs(req);
+	struct statvfs sv;
+
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = FS_BLKSIZE;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (1ULL << 50) / 4096;     /* 1 PiB: a bucket has no fixed size */
+	pthread_mutex_lock(&fs->lock);
+	sv.f_files = fs->inodes.count;      /* live inodes: a hint, nothing is free */
+	pthread_mutex_unlock(&fs->lock);
+	sv.f_namemax = FS_NAME_MAX;
+	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	/* No extended attributes: every name is absent. ENODATA rather than
+	 * ENOTSUP so tools that probe (ls for security.*) keep working quietly. */
+	fuse_reply_err(req, ENODATA);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+/* Everything that would change the tree. */
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+		     off_t off, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			 off_t length, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out,
+			       off_t off_out, struct fuse_file_info *fi_out, size_t len,
+			       int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	conn->max_read = 1u << 20;            /* matches the max_read= mount option */
+	conn->max_readahead = 1u << 20;
+	conn->max_write = 1u << 20;           /* libfuse derives max_pages from it */
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;   /* always plus: no HEAD per entry */
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	/* The kernel drops cached pages when a refreshed mtime/size differs. */
+	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
+		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
+	/* Replies are memory buffers: splice would only add a pipe copy. */
+	conn->want &= ~(FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_SPLICE_READ);
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	log_debug(TAG, "init: capable 0x%x want 0x%x", conn->capable, conn->want);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.access = op_access,
+	.open = op_open,
+	.read = op_read,
+	.flush = op_flush,
+	.release = op_release,
+	.opendir = fs_op_opendir,
+	.readdir = fs_op_readdir,
+	.readdirplus = fs_op_readdirplus,
+	.releasedir = fs_op_releasedir,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.setattr = op_setattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_unlink,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.write = op_write,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+};
+
+const struct fuse_lowlevel_ops *fs_lowlevel_ops(void)
+{
+	return &fs_ops;
+}
+
+struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
+		  const struct rd_config *rd)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	struct fs_node *root;
+
+	if (!fs)
+		return NULL;
+	fs->opts = *opts;
+	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
+	fs->neg = calloc(1, sizeof(*fs->neg));
+	if (!fs->prefix || !fs->neg || fs_inodes_init(&fs->inodes) < 0) {
+		free(fs->prefix);
+		free(fs->neg);
+		free(fs);
+		return NULL;
+	}
+	fs->prefix_len = strlen(fs->prefix);
+	fs->opts.prefix = fs->prefix;
+	fs->s3 = s3;
+	fs->rd = *rd;
+	fs->mount_wall_ms = util_wall_ms();
+	pthread_mutex_init(&fs->lock, NULL);
+	root = fs_inodes_add(&fs->inodes, "", 0, 1);
+	if (!root) {
+		fs_destroy(fs);
+		return NULL;
+	}
+	root->nlookup = 1;
+	return fs;
+}
+
+void fs_destroy(struct fs *fs)
+{
+	if (!fs)
+		return;
+	fs_inodes_cleanup(&fs->inodes);
+	neg_clear(fs->neg);
+	free(fs->neg);
+	pthread_mutex_destroy(&fs->lock);
+	free(fs->prefix);
+	free(fs);
+}
+
+void fs_log_stats(struct fs *fs)
+{
+	struct fs_stats s;
+	size_t live;
+
+	pthread_mutex_lock(&fs->lock);
+	s = fs->stats;
+	live = fs->inodes.count;
+	pthread_mutex_unlock(&fs->lock);
+	log_info(TAG, "lookups %llu (cached %llu, remote %llu, negative hits %llu), "
+		 "list pages %llu, heads %llu, opens %llu (keep_cache %llu), reads %llu, "
+		 "estale %llu, hidden keys %llu, live inodes %zu",
+		 (unsigned long long)s.lookups, (unsigned long long)s.lookups_cached,
+		 (unsigned long long)s.lookups_remote, (unsigned long long)s.negative_hits,
+		 (unsigned long long)s.list_pages, (unsigned long long)s.heads,
+		 (unsigned long long)s.opens, (unsigned long long)s.keep_cache,
+		 (unsigned long long)s.reads, (unsigned long long)s.estale,
+		 (unsigned long long)s.hidden, live);
+}

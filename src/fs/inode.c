@@ -1,0 +1,198 @@
+/*
+ * inode — the live-node table (see inode_i.h for the numbering rule).
+ *
+ * Two chained hash tables over the same nodes: by inode number (every FUSE
+ * request) and by (path, type) (lookup and readdirplus find the node a name
+ * already has). They grow together at load factor 1.
+ */
+#include "inode_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DIR_SEED 0x6469722f6469722fULL   /* distinct numbers for a dir and a file of one path */
+
+uint64_t fs_ino_hash(const char *path, size_t len, int is_dir)
+{
+	return fs_hash64(path, len, is_dir ? DIR_SEED : 0);
+}
+
+static size_t ino_bucket(const struct fs_inodes *t, uint64_t ino)
+{
+	return (size_t)(ino * 0x9e3779b97f4a7c15ULL >> 7) & (t->cap - 1);
+}
+
+int fs_inodes_init(struct fs_inodes *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->cap = 1024;
+	t->by_ino = calloc(t->cap, sizeof(*t->by_ino));
+	t->by_path = calloc(t->cap, sizeof(*t->by_path));
+	if (!t->by_ino || !t->by_path) {
+		free(t->by_ino);
+		free(t->by_path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void node_free(struct fs_node *n)
+{
+	fs_listing_put(n->listing);
+	free(n->path);
+	free(n);
+}
+
+void fs_inodes_cleanup(struct fs_inodes *t)
+{
+	for (size_t i = 0; i < t->cap; i++) {
+		struct fs_node *n = t->by_ino[i];
+
+		while (n) {
+			struct fs_node *next = n->ino_next;
+
+			node_free(n);
+			n = next;
+		}
+	}
+	free(t->by_ino);
+	free(t->by_path);
+	memset(t, 0, sizeof(*t));
+}
+
+struct fs_node *fs_inodes_get(const struct fs_inodes *t, uint64_t ino)
+{
+	struct fs_node *n = t->by_ino[ino_bucket(t, ino)];
+
+	while (n && n->ino != ino)
+		n = n->ino_next;
+	return n;
+}
+
+struct fs_node *fs_inodes_find(const struct fs_inodes *t, const char *path, size_t len,
+			       int is_dir)
+{
+	uint64_t h = fs_ino_hash(path, len, is_dir);
+	struct fs_node *n = t->by_path[h & (t->cap - 1)];
+
+	for (; n; n = n->path_next) {
+		if (n->path_hash == h && n->path_len == len && n->is_dir == !!is_dir &&
+		    memcmp(n->path, path, len) == 0)
+			return n;
+	}
+	return NULL;
+}
+
+static void grow(struct fs_inodes *t)
+{
+	size_t ncap = t->cap * 2;
+	struct fs_node **bi = calloc(ncap, sizeof(*bi));
+	struct fs_node **bp = calloc(ncap, sizeof(*bp));
+	struct fs_node *all = NULL;
+
+	if (!bi || !bp) {     /* stay at the current size: slower, still correct */
+		free(bi);
+		free(bp);
+		return;
+	}
+	for (size_t i = 0; i < t->cap; i++) {
+		struct fs_node *n = t->by_ino[i];
+
+		while (n) {
+			struct fs_node *next = n->ino_next;
+
+			n->ino_next = all;
+			all = n;
+			n = next;
+		}
+	}
+	free(t->by_ino);
+	free(t->by_path);
+	t->by_ino = bi;
+	t->by_path = bp;
+	t->cap = ncap;
+	while (all) {
+		struct fs_node *next = all->ino_next;
+		size_t b = ino_bucket(t, all->ino);
+
+		all->ino_next = t->by_ino[b];
+		t->by_ino[b] = all;
+		b = all->path_hash & (t->cap - 1);
+		all->path_next = t->by_path[b];
+		t->by_path[b] = all;
+		all = next;
+	}
+}
+
+struct fs_node *fs_inodes_add(struct fs_inodes *t, const char *path, size_t len, int is_dir)
+{
+	struct fs_node *n;
+	size_t b;
+
+	if (t->count + 1 > t->cap)
+		grow(t);
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->path = malloc(len + 1);
+	if (!n->path) {
+		free(n);
+		return NULL;
+	}
+	memcpy(n->path, path, len);
+	n->path[len] = '\0';
+	n->path_len = len;
+	n->is_dir = !!is_dir;
+	n->path_hash = fs_ino_hash(path, len, is_dir);
+	if (len == 0 && is_dir) {
+		n->ino = FS_ROOT_INO;
+	} else {
+		/* Probe past live numbers; 0 and the root's are reserved. */
+		uint64_t ino = n->path_hash;
+
+		while (ino <= FS_ROOT_INO || fs_inodes_get(t, ino))
+			ino++;
+		n->ino = ino;
+	}
+	b = ino_bucket(t, n->ino);
+	n->ino_next = t->by_ino[b];
+	t->by_ino[b] = n;
+	b = n->path_hash & (t->cap - 1);
+	n->path_next = t->by_path[b];
+	t->by_path[b] = n;
+	t->count++;
+	return n;
+}
+
+struct fs_node *fs_inodes_get_path(struct fs_inodes *t, const char *path, size_t len,
+				   int is_dir)
+{
+	struct fs_node *n = fs_inodes_find(t, path, len, is_dir);
+
+	return n ? n : fs_inodes_add(t, path, len, is_dir);
+}
+
+static void unlink_node(struct fs_inodes *t, struct fs_node *n)
+{
+	struct fs_node **pp = &t->by_ino[ino_bucket(t, n->ino)];
+
+	while (*pp != n)
+		pp = &(*pp)->ino_next;
+	*pp = n->ino_next;
+	pp = &t->by_path[n->path_hash & (t->cap - 1)];
+	while (*pp != n)
+		pp = &(*pp)->path_next;
+	*pp = n->path_next;
+	t->count--;
+}
+
+int fs_inodes_forget(struct fs_inodes *t, struct fs_node *n, uint64_t nlookup)
+{
+	n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
+	if (n->nlookup || n->ino == FS_ROOT_INO)
+		return 0;
+	unlink_node(t, n);
+	node_free(n);
+	return 1;
+}

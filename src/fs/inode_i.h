@@ -1,0 +1,70 @@
+/*
+ * inode — private to src/fs/: the table of live nodes (what the kernel holds a
+ * lookup count on), by inode number and by (path, type).
+ *
+ * Inode numbers are a 64-bit hash of the node's path and type, so a path keeps
+ * its number for the life of the mount even across forget and lookup again; a
+ * collision with a live node probes to the next free number. 0 and 1
+ * (FUSE_ROOT_ID) are never handed out by hashing.
+ *
+ * No locking inside: the caller holds fs->lock around every call.
+ */
+#ifndef FEEDFS_FS_INODE_I_H
+#define FEEDFS_FS_INODE_I_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "names_i.h"
+
+#define FS_ROOT_INO 1
+
+struct fs_node {
+	uint64_t ino;
+	uint64_t nlookup;            /* kernel references; the root is never freed */
+	struct fs_node *ino_next;    /* chain in by_ino */
+	struct fs_node *path_next;   /* chain in by_path */
+	uint64_t path_hash;
+	char *path;                  /* from the mount root, no leading/trailing '/'; root "" */
+	size_t path_len;
+	uint8_t is_dir;
+
+	/* Attributes (files), valid while attr_ms is within the metadata TTL. */
+	uint64_t size;
+	int64_t mtime_ms;            /* wall clock */
+	char etag[FS_ETAG_MAX];
+	int64_t attr_ms;             /* monotonic time they were learnt; 0: stale */
+	char open_etag[FS_ETAG_MAX]; /* ETag at the previous open: keep_cache decision */
+
+	/* Directories: the last complete listing (NULL when none); one reference. */
+	struct fs_listing *listing;
+};
+
+struct fs_inodes {
+	struct fs_node **by_ino;
+	struct fs_node **by_path;
+	size_t cap;                  /* both tables, power of two */
+	size_t count;
+};
+
+int fs_inodes_init(struct fs_inodes *t);
+/* Frees every node (unmount). */
+void fs_inodes_cleanup(struct fs_inodes *t);
+
+struct fs_node *fs_inodes_get(const struct fs_inodes *t, uint64_t ino);
+struct fs_node *fs_inodes_find(const struct fs_inodes *t, const char *path, size_t len,
+			       int is_dir);
+/* New node for (path, is_dir) with nlookup 0; the root when path is "" and
+ * is_dir. Must not exist yet. NULL on allocation failure. */
+struct fs_node *fs_inodes_add(struct fs_inodes *t, const char *path, size_t len, int is_dir);
+/* Find or add. */
+struct fs_node *fs_inodes_get_path(struct fs_inodes *t, const char *path, size_t len,
+				   int is_dir);
+/* Drop n kernel references; frees the node (and returns 1) when none remain,
+ * except for the root. */
+int fs_inodes_forget(struct fs_inodes *t, struct fs_node *n, uint64_t nlookup);
+
+/* The number a path would get without collisions. */
+uint64_t fs_ino_hash(const char *path, size_t len, int is_dir);
+
+#endif

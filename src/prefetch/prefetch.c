@@ -1,0 +1,554 @@
+/*
+ * prefetch — FUSE reads of one open object -> ranged GETs, under one budget.
+ *
+ * DESIGN
+ * State. Each rd_file holds a list of segments sorted by offset, never
+ * overlapping: [off, off+len) with a buffer of exactly len bytes, charged to the
+ * budget before its GET is issued. A segment is INFLIGHT (its GET owns the
+ * buffer), DONE (readable) or ERR (failed; already off the list, kept only
+ * while readers that waited on it look at the errno). A segment leaves the list
+ * ("detached") when dropped; its memory is freed by whoever is last among the
+ * completion and the readers waiting on it (seg_put_locked).
+ *
+ * Policy.
+ *  - size <= part: the first read fetches the whole object as one GET.
+ *  - Sequential detector: a read is part of the stream when it starts at most
+ *    RD_SEQ_SKIP past the furthest byte read so far, and no more than
+ *    RD_SEQ_BACK before it (or anywhere inside held data while streaming):
+ *    this absorbs the kernel's reordering of parallel 128 KiB..1 MiB reads.
+ *  - Readahead is issued in chunks. The first chunk is RD_WINDOW_MIN (1 MiB,
+ *    low time to first byte). When the reader passes the middle of the newest
+ *    chunk it has caught up: the window doubles (up to max_window) and the next
+ *    chunk [end of previous, +window) is issued, cut into parts of at most
+ *    part bytes that are all in flight at once.
+ *  - Anything else is a random read: only its bytes are fetched, rounded out to
+ *    64 KiB, at most one part per GET, and the window resets.
+ *  - Streams free segments RD_KEEP_BEHIND behind the reader; random readers
+ *    keep up to RD_MAX_SEGS segments (LRU) as a small cache.
+ *
+ * Budget and why demand reads cannot deadlock. Readahead takes budget with
+ * wait == 0 and issues less when short. A demand GET is at most min(part,
+ * budget max) bytes and waits for budget WITHOUT holding the file lock; while
+ * it waits, rd_budget_take() reclaims DONE segments nobody waits on, from any
+ * open file (this one included; trylock only). Every charged byte is in one of:
+ * (a) an INFLIGHT segment: the fetch contract says it completes; (b) a DONE
+ * segment with waiters: those readers are woken by that completion, copy without
+ * needing budget, and unpin; (c) a DONE idle segment: reclaimable now. File
+ * locks are never held across a wait. So charged bytes become reclaimable in
+ * bounded time and a waiter's request (<= max) is eventually met: memory is
+ * bounded by max, and a read needs at most one request's worth at a time. (Not
+ * guaranteed: fairness between demand waiters under permanent overload.)
+ *
+ * -ESTALE from any GET makes the file stale for good: every held segment is
+ * dropped and every later read fails with -ESTALE, so bytes of two versions of
+ * the object are never returned through one open file. Other errors fail only
+ * the reads that waited on that segment; it is already off the list, so the
+ * next read of those bytes issues a fresh GET.
+ *
+ * Threads and locks. rd_read runs on FUSE worker threads, several at once per
+ * file; seg_done runs on the fetcher's thread (the http thread in production)
+ * and only takes f->mu briefly. Lock order: rd_file.mu -> rd_budget.mu (the
+ * budget only trylocks files). fetch is called with f->mu held; its done
+ * callback never runs before fetch returns on the calling thread.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feedfs/log.h"
+#include "prefetch_i.h"
+
+#define RD_ALIGN         (64u << 10)       /* random reads round out to this */
+#define RD_PART_DEFAULT  (8ull << 20)
+#define RD_WINDOW_MAX_DEFAULT (64ull << 20)
+#define RD_SEQ_SKIP      (1ull << 20)      /* forward skip still sequential */
+#define RD_SEQ_BACK      (4ull << 20)      /* backward re-read still sequential */
+#define RD_KEEP_BEHIND   (4ull << 20)      /* stream keeps this much behind */
+#define RD_MAX_SEGS      64                /* random reader's cache, in segments */
+
+enum seg_state { SEG_INFLIGHT, SEG_DONE, SEG_ERR };
+
+struct rd_seg {
+	struct rd_seg *prev, *next;     /* in f->segs; NULL when detached */
+	struct rd_file *file;
+	uint64_t off;
+	size_t len;                     /* == bytes charged to the budget */
+	char *buf;
+	enum seg_state state;
+	int err;                        /* SEG_ERR: -errno */
+	unsigned waiters;               /* readers blocked on it: pins it */
+	uint64_t last_use;
+};
+
+struct rd_file {
+	/* Immutable after rd_open. */
+	rd_fetch_fn fetch;
+	void *fetch_arg;
+	struct rd_budget *budget;
+	char *key;
+	size_t key_len;
+	char *etag;
+	uint64_t size, part, max_window, win_min;
+	struct rd_budget_client bc;
+
+	/* Everything below is guarded by mu. Lock order: mu -> budget->mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;            /* broadcast on every completion */
+	struct rd_seg segs;             /* sentinel: segs.next is the lowest offset */
+	unsigned nsegs, inflight;
+	int stale;                      /* 0 or -ESTALE, sticky */
+	uint64_t tick;
+	/* Sequential detector and readahead chunk. */
+	uint64_t seq_pos;               /* furthest byte read by the stream */
+	uint64_t window;                /* 0: not streaming */
+	uint64_t ra_end, ra_trigger;
+	int ra_short;                   /* last chunk was cut short by budget */
+};
+
+static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t seg_end(const struct rd_seg *s) { return s->off + s->len; }
+
+/* First segment that ends after off (it holds off, or is the next one), or the
+ * sentinel. */
+static struct rd_seg *seg_find(struct rd_file *f, uint64_t off)
+{
+	struct rd_seg *s;
+
+	for (s = f->segs.next; s != &f->segs; s = s->next)
+		if (seg_end(s) > off)
+			break;
+	return s;
+}
+
+static int seg_holds(struct rd_file *f, const struct rd_seg *s, uint64_t off)
+{
+	return s != &f->segs && s->off <= off;
+}
+
+/* Gap around off bounded by its neighbours: next is seg_find(f, off), which
+ * does not hold off. */
+static void gap_bounds(struct rd_file *f, struct rd_seg *next, uint64_t *lo, uint64_t *hi)
+{
+	*lo = next->prev == &f->segs ? 0 : seg_end(next->prev);
+	*hi = next == &f->segs ? f->size : next->off;
+}
+
+static void seg_unlink(struct rd_file *f, struct rd_seg *s)
+{
+	s->prev->next = s->next;
+	s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	f->nsegs--;
+}
+
+/* Free s if nothing refers to it any more. Returns the bytes to uncharge; the
+ * caller gives them (or, inside reclaim, reports them). */
+static uint64_t seg_put_locked(struct rd_seg *s)
+{
+	uint64_t n = s->len;
+
+	if (s->next || s->state == SEG_INFLIGHT || s->waiters)
+		return 0;
+	free(s->buf);
+	free(s);
+	return n;
+}
+
+/* Take s off the list. In flight or pinned, it is freed later by seg_done or
+ * its last waiter. */
+static uint64_t seg_drop(struct rd_file *f, struct rd_seg *s)
+{
+	seg_unlink(f, s);
+	return seg_put_locked(s);
+}
+
+static uint64_t drop_all(struct rd_file *f)
+{
+	uint64_t freed = 0;
+
+	while (f->segs.next != &f->segs)
+		freed += seg_drop(f, f->segs.next);
+	return freed;
+}
+
+static int seg_idle(const struct rd_seg *s)
+{
+	return s->state == SEG_DONE && s->waiters == 0;
+}
+
+/* Runs on the fetcher's thread: record the outcome, wake readers, never block
+ * beyond the two short mutexes. */
+static void seg_done(void *arg, ssize_t result)
+{
+	struct rd_seg *s = arg;
+	struct rd_file *f = s->file;
+	struct rd_budget *b = f->budget;
+	uint64_t freed = 0;
+	int done_ok;
+
+	pthread_mutex_lock(&f->mu);
+	BUG_ON(s->state != SEG_INFLIGHT || f->inflight == 0);
+	f->inflight--;
+	if (result == (ssize_t)s->len) {
+		s->state = SEG_DONE;
+	} else {
+		s->state = SEG_ERR;
+		s->err = result < 0 ? (int)result : -EIO;
+		if (s->next)
+			seg_unlink(f, s);
+		if (s->err == -ESTALE && !f->stale) {
+			log_warn("read", "object changed while open, dropping its buffers (key %.*s)",
+				 (int)f->key_len, f->key);
+			f->stale = -ESTALE;
+			freed += drop_all(f);
+		}
+	}
+	done_ok = s->state == SEG_DONE;
+	freed += seg_put_locked(s);
+	/* Uncharge before unlocking: once f->mu is released rd_close may return
+	 * and the owner may destroy the budget, so nothing may touch it after. */
+	if (freed)
+		rd_budget_give(b, freed);
+	else if (done_ok)
+		rd_budget_notify(b);            /* an idle buffer a waiter may reclaim */
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/*
+ * Insert and issue [off, off+len), already charged to the budget; it must lie
+ * in a gap. On failure the charge is given back. Returns 0 or -errno.
+ */
+static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
+{
+	struct rd_seg *s, *next;
+	int rc;
+
+	BUG_ON(len == 0 || off + len > f->size);
+	s = calloc(1, sizeof(*s));
+	if (s)
+		s->buf = malloc(len);
+	if (!s || !s->buf) {
+		free(s);
+		rd_budget_give(f->budget, len);
+		return -ENOMEM;
+	}
+	s->file = f;
+	s->off = off;
+	s->len = len;
+	s->state = SEG_INFLIGHT;
+	s->last_use = ++f->tick;
+	next = seg_find(f, off);
+	BUG_ON(seg_holds(f, next, off) || (next != &f->segs && next->off < off + len));
+	s->next = next;
+	s->prev = next->prev;
+	next->prev->next = s;
+	next->prev = s;
+	f->nsegs++;
+	f->inflight++;
+	rc = f->fetch(f->fetch_arg, f->key, f->key_len, f->etag, off, len, s->buf, seg_done, s);
+	if (rc < 0) {
+		log_warn("read", "could not queue GET of %zu bytes at %llu: %s",
+			 len, (unsigned long long)off, strerror(-rc));
+		f->inflight--;
+		s->state = SEG_ERR;
+		rd_budget_give(f->budget, seg_drop(f, s));
+		return rc;
+	}
+	return 0;
+}
+
+/* Issue readahead over the gaps of [a, b) without waiting for budget. Returns
+ * how far from a the range is now covered. */
+static uint64_t issue_range(struct rd_file *f, uint64_t a, uint64_t b)
+{
+	uint64_t pos = a;
+
+	while (pos < b) {
+		struct rd_seg *s = seg_find(f, pos);
+		uint64_t lo, hi, n;
+
+		if (seg_holds(f, s, pos)) {
+			pos = seg_end(s);
+			continue;
+		}
+		gap_bounds(f, s, &lo, &hi);
+		n = min_u64(min_u64(hi, b) - pos, f->part);
+		if (rd_budget_take(f->budget, n, 0) < 0 || seg_issue(f, pos, n) < 0)
+			break;
+		pos += n;
+	}
+	return min_u64(pos, b);
+}
+
+static uint64_t align_down(uint64_t v) { return v & ~(uint64_t)(RD_ALIGN - 1); }
+static uint64_t align_up(uint64_t v) { return align_down(v + RD_ALIGN - 1); }
+
+/* Readahead: start a chunk at a, of the current window. */
+static void ra_chunk(struct rd_file *f, uint64_t a, uint64_t min_end)
+{
+	uint64_t b = min_u64(max_u64(a + f->window, min_end), f->size);
+	uint64_t got = a < b ? issue_range(f, a, b) : a;
+
+	f->ra_short = got < b;
+	f->ra_end = got;
+	/* Caught up = the reader passes the middle of the newest chunk. At EOF
+	 * there is nothing left to trigger. */
+	if (got >= f->size)
+		f->ra_trigger = UINT64_MAX;
+	else
+		f->ra_trigger = a + (got - a) / 2;
+}
+
+/* Detector: classify the read [off, end) and issue readahead for a stream. */
+static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
+{
+	struct rd_seg *s = seg_find(f, off);
+	int held = seg_holds(f, s, off);
+	int seq = off <= f->seq_pos + RD_SEQ_SKIP &&
+		  (off + RD_SEQ_BACK >= f->seq_pos || (f->window && held));
+	uint64_t freed = 0;
+
+	if (!seq) {
+		if (f->window) {
+			/* The stream is over: drop its unread readahead. */
+			struct rd_seg *n;
+
+			for (s = f->segs.next; s != &f->segs; s = n) {
+				n = s->next;
+				if (seg_idle(s) && s->off >= f->seq_pos && s->off >= end)
+					freed += seg_drop(f, s);
+			}
+			rd_budget_give(f->budget, freed);
+		}
+		f->window = 0;
+		f->seq_pos = end;
+		return;
+	}
+	f->seq_pos = max_u64(f->seq_pos, end);
+	if (f->window == 0) {
+		f->window = f->win_min;
+		ra_chunk(f, align_down(off), min_u64(align_up(end), f->size));
+	} else if (end >= f->ra_trigger) {
+		if (!f->ra_short)
+			f->window = min_u64(f->window * 2, f->max_window);
+		ra_chunk(f, max_u64(f->ra_end, align_down(off)), 0);
+	}
+}
+
+/* A stream frees what lies well behind it. */
+static void drop_behind(struct rd_file *f)
+{
+	uint64_t freed = 0;
+	struct rd_seg *s, *n;
+
+	if (!f->window || f->seq_pos < RD_KEEP_BEHIND)
+		return;
+	for (s = f->segs.next; s != &f->segs && seg_end(s) <= f->seq_pos - RD_KEEP_BEHIND; s = n) {
+		n = s->next;
+		if (seg_idle(s))
+			freed += seg_drop(f, s);
+	}
+	rd_budget_give(f->budget, freed);
+}
+
+/* Keep a random reader's cache to RD_MAX_SEGS: drop least recently used. */
+static void trim_cache(struct rd_file *f)
+{
+	uint64_t freed = 0;
+
+	while (f->nsegs >= RD_MAX_SEGS) {
+		struct rd_seg *victim = NULL;
+
+		for (struct rd_seg *s = f->segs.next; s != &f->segs; s = s->next)
+			if (seg_idle(s) && (!victim || s->last_use < victim->last_use))
+				victim = s;
+		if (!victim)
+			break;
+		freed += seg_drop(f, victim);
+	}
+	rd_budget_give(f->budget, freed);
+}
+
+/*
+ * cur (inside the read [cur, end)) lies in a gap: fetch what the read needs
+ * from it, waiting for budget if we must. Drops and retakes f->mu. Returns 0
+ * (the caller looks again: the bytes may be held now) or -errno.
+ */
+static int demand_fetch(struct rd_file *f, uint64_t cur, uint64_t end)
+{
+	struct rd_seg *next = seg_find(f, cur);
+	uint64_t lo, hi, ds, de;
+	int rc;
+
+	gap_bounds(f, next, &lo, &hi);
+	if (f->size <= f->part) {
+		ds = 0;                         /* small object: all of it, once */
+		de = f->size;
+	} else {
+		ds = align_down(cur);
+		de = align_up(end);
+	}
+	ds = max_u64(ds, lo);
+	de = min_u64(de, hi);
+	if (cur - ds >= f->part)
+		ds = cur;
+	de = min_u64(de, ds + f->part);
+
+	trim_cache(f);
+	rc = rd_budget_take(f->budget, de - ds, 0);
+	if (rc == -EAGAIN) {
+		pthread_mutex_unlock(&f->mu);
+		rc = rd_budget_take(f->budget, de - ds, 1);
+		pthread_mutex_lock(&f->mu);
+		if (rc < 0)
+			return rc;
+		/* Others ran meanwhile: re-fit into the gap as it is now. */
+		next = seg_find(f, cur);
+		if (f->stale || seg_holds(f, next, cur)) {
+			rd_budget_give(f->budget, de - ds);
+			return f->stale;
+		}
+		gap_bounds(f, next, &lo, &hi);
+		if (max_u64(ds, lo) > ds || min_u64(de, hi) < de) {
+			uint64_t n0 = de - ds;
+
+			ds = max_u64(ds, lo);
+			de = min_u64(de, hi);
+			rd_budget_give(f->budget, n0 - (de - ds));
+		}
+	} else if (rc < 0) {
+		return rc;
+	}
+	return seg_issue(f, ds, de - ds);
+}
+
+/* Reclaim hook (budget mutex held): give back idle segments, furthest from the
+ * start of the object first (the ones a stream needs last). */
+static uint64_t rd_reclaim(struct rd_budget_client *c, uint64_t need)
+{
+	struct rd_file *f = (struct rd_file *)((char *)c - offsetof(struct rd_file, bc));
+	uint64_t freed = 0;
+	struct rd_seg *s, *p;
+
+	if (pthread_mutex_trylock(&f->mu) != 0)
+		return 0;
+	for (s = f->segs.prev; s != &f->segs && freed < need; s = p) {
+		p = s->prev;
+		if (seg_idle(s))
+			freed += seg_drop(f, s);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return freed;
+}
+
+struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
+			uint64_t size, const char *etag)
+{
+	struct rd_file *f;
+	uint64_t bmax;
+
+	BUG_ON(!cfg || !cfg->fetch || !cfg->budget);
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->key = malloc(key_len + 1);
+	f->etag = etag ? strdup(etag) : NULL;
+	if (!f->key || (etag && !f->etag)) {
+		free(f->key);
+		free(f->etag);
+		free(f);
+		return NULL;
+	}
+	memcpy(f->key, key, key_len);
+	f->key[key_len] = '\0';
+	f->key_len = key_len;
+	f->fetch = cfg->fetch;
+	f->fetch_arg = cfg->fetch_arg;
+	f->budget = cfg->budget;
+	f->size = size;
+
+	/* One GET must fit the budget on its own, or a demand read could never
+	 * be met; one window is at most a quarter so that several streams share. */
+	bmax = rd_budget_max(cfg->budget);
+	f->part = min_u64(cfg->part_size ? cfg->part_size : RD_PART_DEFAULT, bmax);
+	f->max_window = cfg->max_window ? cfg->max_window : RD_WINDOW_MAX_DEFAULT;
+	f->max_window = max_u64(min_u64(f->max_window, bmax / 4), 1);
+	f->win_min = min_u64(RD_WINDOW_MIN, f->max_window);
+
+	f->segs.prev = f->segs.next = &f->segs;
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->bc.reclaim = rd_reclaim;
+	rd_budget_register(f->budget, &f->bc);
+	return f;
+}
+
+ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst)
+{
+	uint64_t end, cur;
+	int rc = 0;
+
+	if (off >= f->size || len == 0)
+		return 0;
+	len = min_u64(len, f->size - off);
+	end = off + len;
+
+	pthread_mutex_lock(&f->mu);
+	if (f->stale) {
+		pthread_mutex_unlock(&f->mu);
+		return f->stale;
+	}
+	if (f->size > f->part)
+		plan_read(f, off, end);
+	for (cur = off; cur < end && rc == 0; ) {
+		struct rd_seg *s = seg_find(f, cur);
+
+		if (f->stale) {
+			rc = f->stale;
+		} else if (!seg_holds(f, s, cur)) {
+			rc = demand_fetch(f, cur, end);
+		} else if (s->state == SEG_DONE) {
+			uint64_t n = min_u64(seg_end(s), end) - cur;
+
+			memcpy(dst + (cur - off), s->buf + (cur - s->off), n);
+			s->last_use = ++f->tick;
+			cur += n;
+		} else {
+			s->waiters++;
+			while (s->state == SEG_INFLIGHT)
+				pthread_cond_wait(&f->cond, &f->mu);
+			s->waiters--;
+			if (s->state == SEG_ERR)
+				rc = s->err;
+			/* Detached meanwhile (error, -ESTALE): we may be last. */
+			rd_budget_give(f->budget, seg_put_locked(s));
+		}
+	}
+	if (rc == 0)
+		drop_behind(f);
+	pthread_mutex_unlock(&f->mu);
+	return rc < 0 ? rc : (ssize_t)len;
+}
+
+void rd_close(struct rd_file *f)
+{
+	if (!f)
+		return;
+	/* First out of the budget's reach, so no reclaim touches f from here. */
+	rd_budget_unregister(f->budget, &f->bc);
+	pthread_mutex_lock(&f->mu);
+	rd_budget_give(f->budget, drop_all(f));
+	/* Detached GETs in flight still write into their buffers: wait for them
+	 * (seg_done frees each one, as nobody else refers to it). */
+	while (f->inflight)
+		pthread_cond_wait(&f->cond, &f->mu);
+	pthread_mutex_unlock(&f->mu);
+	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->mu);
+	free(f->key);
+	free(f->etag);
+	free(f);
+}

@@ -1,0 +1,405 @@
+/*
+ * client — the public face of src/s3/ (see include/feedfs/s3.h for the DESIGN).
+ *
+ * Each call builds one struct s3_req, hands it to the http thread and, for the
+ * blocking forms, waits on a condvar that the request's done() callback signals
+ * from the http thread. List bodies are parsed by the waiting caller, so XML
+ * work never holds up the http thread.
+ */
+#include "s3_i.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libxml/parser.h>
+
+#include "feedfs/creds.h"
+#include "feedfs/log.h"
+#include "feedfs/util.h"
+
+#define TAG "s3"
+
+static pthread_once_t s3_global_once = PTHREAD_ONCE_INIT;
+static int s3_global_ok;
+
+static void s3_global_init(void)
+{
+	/* Both must run once before any thread uses them. */
+	s3_global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+	xmlInitParser();
+}
+
+/* "scheme://authority/path" -> parts; the default port is dropped from the
+ * authority because that is what goes into (and is signed as) Host. */
+static int parse_endpoint(struct s3_client *c, const char *url)
+{
+	const char *p = strstr(url, "://"), *auth, *slash;
+	size_t alen;
+
+	if (!p)
+		return -EINVAL;
+	c->scheme = xstrndup(url, (size_t)(p - url));
+	if (strcmp(c->scheme, "http") != 0 && strcmp(c->scheme, "https") != 0)
+		return -EINVAL;
+	auth = p + 3;
+	slash = strchr(auth, '/');
+	alen = slash ? (size_t)(slash - auth) : strlen(auth);
+	if (alen == 0)
+		return -EINVAL;
+	c->authority = xstrndup(auth, alen);
+	{
+		const char *dflt = strcmp(c->scheme, "http") == 0 ? ":80" : ":443";
+		size_t dl = strlen(dflt);
+
+		if (alen > dl && strcmp(c->authority + alen - dl, dflt) == 0)
+			c->authority[alen - dl] = '\0';
+	}
+	c->base_path = xstrdup(slash ? slash : "");
+	{
+		size_t bl = strlen(c->base_path);
+
+		while (bl > 0 && c->base_path[bl - 1] == '/')
+			c->base_path[--bl] = '\0';
+	}
+	return 0;
+}
+
+int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
+{
+	struct s3_client *c;
+	struct s3_http_opts ho;
+	int ret;
+
+	if (!cfg || !cfg->bucket || !cfg->bucket[0] || !cfg->creds)
+		return -EINVAL;
+	pthread_once(&s3_global_once, s3_global_init);
+	if (!s3_global_ok)
+		return -EIO;
+	c = xcalloc(1, sizeof(*c));
+	c->creds = cfg->creds;
+	c->region = xstrdup(cfg->region ? cfg->region : "us-east-1");
+	c->bucket = xstrdup(cfg->bucket);
+	c->path_style = cfg->force_path_style;
+	c->endpoint_shown = cfg->endpoint_url ? xstrdup(cfg->endpoint_url)
+					      : xasprintf("https://s3.%s.amazonaws.com", c->region);
+	ret = parse_endpoint(c, c->endpoint_shown);
+	if (ret) {
+		log_err(TAG, "bad endpoint URL '%s' (want http[s]://host[:port])",
+			c->endpoint_shown);
+		goto fail;
+	}
+	c->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
+	c->stall_timeout_ms = cfg->stall_timeout_ms > 0 ? cfg->stall_timeout_ms : 30000;
+	c->max_attempts = cfg->max_retries > 0 ? cfg->max_retries : 10;
+	ho.ca_bundle = cfg->ca_bundle;
+	ho.max_connections = cfg->max_connections > 0 ? cfg->max_connections : 32;
+	ret = s3_http_new(&ho, &c->http);
+	if (ret)
+		goto fail;
+	*out = c;
+	return 0;
+fail:
+	c->http = NULL;
+	s3_client_destroy(c);
+	return ret;
+}
+
+void s3_client_destroy(struct s3_client *c)
+{
+	if (!c)
+		return;
+	s3_http_destroy(c->http);
+	free(c->scheme);
+	free(c->authority);
+	free(c->base_path);
+	free(c->bucket);
+	free(c->region);
+	free(c->endpoint_shown);
+	free(c);
+}
+
+void s3_client_stats(struct s3_client *c, struct s3_stats *o)
+{
+#define LD(f) atomic_load_explicit(&c->f, memory_order_relaxed)
+	o->requests = LD(n_requests);
+	o->gets = LD(n_gets);
+	o->heads = LD(n_heads);
+	o->lists = LD(n_lists);
+	o->retries = LD(n_retries);
+	o->errors = LD(n_errors);
+	o->bytes_in = LD(n_bytes_in);
+#undef LD
+}
+
+/* ---- blocking calls ------------------------------------------------------ */
+
+struct s3_waiter {
+	pthread_mutex_t lock;   /* leaf */
+	pthread_cond_t cond;
+	int done;
+};
+
+static void waiter_done(struct s3_req *r)
+{
+	struct s3_waiter *w = r->done_arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Submit r and wait for its outcome; r stays owned by the caller afterwards. */
+static int run_blocking(struct s3_client *c, struct s3_req *r)
+{
+	struct s3_waiter w = { .done = 0 };
+	int ret;
+
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	r->done = waiter_done;
+	r->done_arg = &w;
+	ret = s3_http_submit(c->http, r);
+	if (!ret) {
+		pthread_mutex_lock(&w.lock);
+		while (!w.done)
+			pthread_cond_wait(&w.cond, &w.lock);
+		pthread_mutex_unlock(&w.lock);
+		ret = r->result;
+	}
+	pthread_cond_destroy(&w.cond);
+	pthread_mutex_destroy(&w.lock);
+	return ret;
+}
+
+static int list_req(struct s3_client *c, const char *prefix, const char *delimiter,
+		    const char *continuation, int max_keys, int quick, struct s3_req **out)
+{
+	struct s3_req *r;
+	char mk[16];
+	int ret = s3_req_new(c, S3_OP_LIST, NULL, 0, &r);
+
+	if (ret)
+		return ret;
+	r->quick = quick;
+	snprintf(mk, sizeof(mk), "%d", max_keys);
+	if ((ret = s3_req_add_query(r, "list-type", "2")) ||
+	    (ret = s3_req_add_query(r, "encoding-type", "url")) ||
+	    (ret = s3_req_add_query(r, "prefix", prefix ? prefix : "")) ||
+	    (delimiter && (ret = s3_req_add_query(r, "delimiter", delimiter))) ||
+	    (continuation && (ret = s3_req_add_query(r, "continuation-token", continuation))) ||
+	    (max_keys > 0 && (ret = s3_req_add_query(r, "max-keys", mk))) ||
+	    (ret = s3_req_finish_setup(r))) {
+		s3_req_free(r);
+		return ret;
+	}
+	*out = r;
+	return 0;
+}
+
+int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
+	    const char *continuation, int max_keys, struct s3_list_page *out)
+{
+	struct s3_req *r;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = list_req(c, prefix, delimiter, continuation, max_keys, 0, &r);
+	if (ret)
+		return ret;
+	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
+	ret = run_blocking(c, r);
+	if (ret == 0) {
+		ret = s3_list_parse(r->body, r->body_len, out);
+		if (ret) {
+			atomic_fetch_add_explicit(&c->n_errors, 1, memory_order_relaxed);
+			log_err(TAG, "LIST prefix '%s': malformed ListObjectsV2 response "
+				"(%zu bytes, request id %s)", prefix ? prefix : "", r->body_len,
+				r->request_id[0] ? r->request_id : "-");
+		}
+	}
+	s3_req_free(r);
+	return ret;
+}
+
+int s3_head(struct s3_client *c, const char *key, size_t key_len, struct s3_object *out)
+{
+	struct s3_req *r;
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!key || key_len == 0)
+		return -EINVAL;
+	ret = s3_req_new(c, S3_OP_HEAD, key, key_len, &r);
+	if (ret)
+		return ret;
+	ret = s3_req_finish_setup(r);
+	if (ret) {
+		s3_req_free(r);
+		return ret;
+	}
+	atomic_fetch_add_explicit(&c->n_heads, 1, memory_order_relaxed);
+	ret = run_blocking(c, r);
+	if (ret == 0) {
+		out->key = r->key;
+		out->key_len = r->key_len;
+		r->key = NULL;
+		out->size = r->content_length;
+		out->mtime_ms = r->last_modified_ms;
+		memcpy(out->etag, r->etag, sizeof(out->etag));
+	}
+	s3_req_free(r);
+	return ret;
+}
+
+static void get_async_done(struct s3_req *r)
+{
+	s3_get_done_fn fn = r->user_done;
+	void *arg = r->user_arg;
+	ssize_t res = r->result < 0 ? r->result : (ssize_t)r->len;
+
+	s3_req_free(r);
+	fn(arg, res);
+}
+
+static int get_req(struct s3_client *c, const char *key, size_t key_len,
+		   const char *if_match, uint64_t off, size_t len, void *buf,
+		   struct s3_req **out)
+{
+	struct s3_req *r;
+	int ret;
+
+	if (!key || key_len == 0 || len == 0 || !buf || off + len < off)
+		return -EINVAL;
+	ret = s3_req_new(c, S3_OP_GET, key, key_len, &r);
+	if (ret)
+		return ret;
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	if (if_match && if_match[0] && !(r->if_match = strdup(if_match))) {
+		s3_req_free(r);
+		return -ENOMEM;
+	}
+	ret = s3_req_finish_setup(r);
+	if (ret) {
+		s3_req_free(r);
+		return ret;
+	}
+	atomic_fetch_add_explicit(&c->n_gets, 1, memory_order_relaxed);
+	*out = r;
+	return 0;
+}
+
+int s3_get_async(struct s3_client *c, const char *key, size_t key_len,
+		 const char *if_match, uint64_t off, size_t len, void *buf,
+		 s3_get_done_fn done, void *arg)
+{
+	struct s3_req *r;
+	int ret;
+
+	if (!done)
+		return -EINVAL;
+	ret = get_req(c, key, key_len, if_match, off, len, buf, &r);
+	if (ret)
+		return ret;
+	r->done = get_async_done;
+	r->user_done = done;
+	r->user_arg = arg;
+	ret = s3_http_submit(c->http, r);
+	if (ret)
+		s3_req_free(r);
+	return ret;
+}
+
+ssize_t s3_get(struct s3_client *c, const char *key, size_t key_len,
+	       const char *if_match, uint64_t off, size_t len, void *buf)
+{
+	struct s3_req *r;
+	int ret = get_req(c, key, key_len, if_match, off, len, buf, &r);
+
+	if (ret)
+		return ret;
+	ret = run_blocking(c, r);
+	s3_req_free(r);
+	return ret < 0 ? ret : (ssize_t)len;
+}
+
+/* ---- mount-time check ---------------------------------------------------- */
+
+static void access_message(const struct s3_client *c, const struct s3_req *r,
+			   const char *prefix, char *msg, size_t n)
+{
+	const char *code = r->err.code, *rid = r->err.request_id[0] ? r->err.request_id : "-";
+
+	if (r->result == 0) {
+		snprintf(msg, n, "bucket '%s' at %s is readable", c->bucket, c->endpoint_shown);
+	} else if (r->curl_code == CURLE_COULDNT_CONNECT) {
+		snprintf(msg, n, "cannot connect to %s: %s", c->endpoint_shown,
+			 r->os_errno ? strerror((int)r->os_errno) : r->reason);
+	} else if (r->curl_code == CURLE_COULDNT_RESOLVE_HOST) {
+		snprintf(msg, n, "cannot resolve the host of %s: %s", c->endpoint_shown, r->reason);
+	} else if (r->curl_code == CURLE_OPERATION_TIMEDOUT) {
+		snprintf(msg, n, "no answer from %s within a few seconds: %s",
+			 c->endpoint_shown, r->reason);
+	} else if (r->curl_code == CURLE_PEER_FAILED_VERIFICATION ||
+		   r->curl_code == CURLE_SSL_CACERT_BADFILE ||
+		   r->curl_code == CURLE_SSL_CONNECT_ERROR) {
+		snprintf(msg, n, "TLS certificate of %s was not accepted: %s "
+			 "(wrong host name, or a private CA: pass its bundle)",
+			 c->endpoint_shown, r->reason);
+	} else if (r->curl_code != CURLE_OK) {
+		snprintf(msg, n, "request to %s failed: %s", c->endpoint_shown, r->reason);
+	} else if (strcmp(code, "NoSuchBucket") == 0) {
+		snprintf(msg, n, "bucket '%s' does not exist (NoSuchBucket, request id %s)",
+			 c->bucket, rid);
+	} else if (strcmp(code, "AccessDenied") == 0 || (!code[0] && r->final_status == 403)) {
+		snprintf(msg, n, "access denied listing bucket '%s' prefix '%s' "
+			 "(AccessDenied, request id %s): the credentials lack s3:ListBucket",
+			 c->bucket, prefix ? prefix : "", rid);
+	} else if (strcmp(code, "InvalidAccessKeyId") == 0) {
+		snprintf(msg, n, "the access key id is not known to %s "
+			 "(InvalidAccessKeyId, request id %s)", c->endpoint_shown, rid);
+	} else if (strcmp(code, "SignatureDoesNotMatch") == 0) {
+		snprintf(msg, n, "the secret key does not match the access key id, or the "
+			 "clock is off (SignatureDoesNotMatch, request id %s)", rid);
+	} else {
+		snprintf(msg, n, "listing bucket '%s' at %s failed: HTTP %ld %s%s(request id %s)%s%s",
+			 c->bucket, c->endpoint_shown, r->final_status, code,
+			 code[0] ? " " : "", rid, r->err.message[0] ? ": " : "", r->err.message);
+	}
+}
+
+int s3_check_access(struct s3_client *c, const char *prefix, char *msg, size_t msg_len)
+{
+	struct s3_req *r;
+	struct s3_list_page page;
+	int ret = list_req(c, prefix, NULL, NULL, 1, 1, &r);
+
+	if (ret) {
+		if (msg && msg_len)
+			snprintf(msg, msg_len, "cannot build the request: %s", strerror(-ret));
+		return ret;
+	}
+	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
+	ret = run_blocking(c, r);
+	if (ret == 0) {
+		ret = s3_list_parse(r->body, r->body_len, &page);
+		if (ret == 0)
+			s3_list_page_cleanup(&page);
+		else
+			snprintf(r->reason, sizeof(r->reason), "malformed ListObjectsV2 response");
+	}
+	if (msg && msg_len) {
+		if (ret && r->result == 0)
+			snprintf(msg, msg_len, "%s at %s does not look like S3: %s",
+				 c->bucket, c->endpoint_shown, r->reason);
+		else
+			access_message(c, r, prefix, msg, msg_len);
+	}
+	s3_req_free(r);
+	return ret;
+}

@@ -1,0 +1,166 @@
+/*
+ * s3_i.h — state shared by the files of src/s3/ (private to the module).
+ *
+ * Who touches what:
+ *   struct s3_req is handed from the submitting thread to the http thread by
+ *   s3_http_submit(); from then on ONLY the http thread reads or writes it, until
+ *   its done() callback runs (on the http thread), which hands it back.
+ *   struct s3_client's fields are immutable after s3_client_new(), except the
+ *   stats (atomics).
+ */
+#ifndef FEEDFS_S3_I_H
+#define FEEDFS_S3_I_H
+
+#include <curl/curl.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feedfs/s3.h"
+#include "sigv4_i.h"
+
+#define S3_CODE_MAX 64
+#define S3_REQID_MAX 128
+#define S3_MSG_MAX 256
+#define S3_ERRBODY_MAX (64 * 1024)      /* error documents are small */
+#define S3_LISTBODY_MAX (64 * 1024 * 1024)
+
+struct s3_http;
+
+enum s3_op { S3_OP_GET, S3_OP_HEAD, S3_OP_LIST };
+
+/* ---- error.c ------------------------------------------------------------ */
+
+struct s3_error_info {
+	char code[S3_CODE_MAX];
+	char message[S3_MSG_MAX];
+	char request_id[S3_REQID_MAX];
+};
+
+/* Map an HTTP status and S3 error code ("" or NULL when none) to -errno, and
+ * say whether the request is worth another attempt. One table decides both. */
+int s3_error_errno(long status, const char *code, int *retryable);
+/* Parse an <Error> document; fields not present stay "". 0 or -EIO. */
+int s3_error_parse(const char *body, size_t len, struct s3_error_info *out);
+
+/* ---- list.c ------------------------------------------------------------- */
+
+/* Parse a ListObjectsV2 response body into *out (zeroed first). 0 or -EIO on
+ * malformed input (nothing leaks, *out is left empty). */
+int s3_list_parse(const char *body, size_t len, struct s3_list_page *out);
+/* "2024-01-02T03:04:05.123Z" -> wall ms. 0 or -EINVAL. */
+int s3_parse_iso8601_ms(const char *s, int64_t *out_ms);
+/* Form-style decoding used by S3's encoding-type=url: %XX and '+' -> ' '.
+ * Returns malloc'd bytes (NUL-terminated) and length, or NULL if malformed. */
+char *s3_url_decode(const char *s, size_t len, size_t *out_len);
+
+/* ---- client / request --------------------------------------------------- */
+
+struct s3_client {
+	struct s3_http *http;
+	struct creds_chain *creds;
+	char *scheme;               /* "http" / "https" */
+	char *authority;            /* host[:port] as the Host header (default port dropped) */
+	char *base_path;            /* endpoint path prefix without trailing '/', usually "" */
+	char *bucket;
+	char *region;
+	char *endpoint_shown;       /* for user-facing messages */
+	int path_style;
+	int connect_timeout_ms;
+	int stall_timeout_ms;
+	int max_attempts;
+	atomic_uint_fast64_t n_requests, n_gets, n_heads, n_lists, n_retries, n_errors, n_bytes_in;
+};
+
+struct s3_req;
+typedef void (*s3_req_done_fn)(struct s3_req *r);
+
+struct s3_req {
+	struct s3_client *c;
+	enum s3_op op;
+	char *key;                  /* raw key (GET/HEAD) */
+	size_t key_len;
+	char *url;                  /* full URL, query included */
+	char *host;                 /* Host header value */
+	char *canonical_uri;
+	struct sigv4_kv *query;     /* owned strings */
+	size_t n_query;
+	char *if_match;
+	uint64_t off;               /* GET */
+	size_t len;
+	unsigned char *buf;
+	int quick;                  /* mount check: short timeouts, no long retries */
+
+	/* per attempt, reset by s3_req_attempt_start() */
+	CURL *easy;
+	struct curl_slist *hdrs;
+	long status;
+	size_t got;                 /* GET bytes written into buf */
+	int overflow;               /* GET body longer than asked */
+	char *body;                 /* error / list body */
+	size_t body_len, body_cap;
+	int body_too_big;
+	uint64_t content_length;
+	int have_content_length;
+	char content_range[96];
+	char etag[S3_ETAG_MAX];
+	int64_t last_modified_ms;
+	char request_id[S3_REQID_MAX];
+	char curl_err[CURL_ERROR_SIZE];
+
+	/* across attempts */
+	int attempt;                /* 1-based number of the attempt in flight */
+	int expired_retried;
+	int64_t due_ms;             /* timer: when to start the next attempt */
+	struct s3_req *next;        /* queue link (owned by whichever queue holds it) */
+
+	/* outcome */
+	int result;                 /* 0 / len or -errno */
+	long final_status;
+	struct s3_error_info err;
+	char reason[S3_MSG_MAX];    /* transport failure text, for messages */
+	int curl_code;
+	long os_errno;              /* errno of a failed connect, from curl */
+
+	s3_req_done_fn done;        /* runs on the http thread, once */
+	void *done_arg;
+	s3_get_done_fn user_done;
+	void *user_arg;
+};
+
+/* request.c */
+int s3_req_new(struct s3_client *c, enum s3_op op, const char *key, size_t key_len,
+	       struct s3_req **out);
+int s3_req_add_query(struct s3_req *r, const char *name, const char *value);
+/* Build URL, Host and canonical URI from the client config (after the query is set). */
+int s3_req_finish_setup(struct s3_req *r);
+void s3_req_free(struct s3_req *r);
+/* Called on the http thread: prepare r->easy for one attempt (re-signs). 0 or -errno. */
+int s3_req_attempt_start(struct s3_req *r, CURL *easy);
+/* Called on the http thread when an attempt's transfer ended. Returns a delay in
+ * ms (>= 0) when it must be retried, or -1 when r is complete (r->result set). */
+int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc);
+/* Log the final failure once (no secrets). */
+void s3_req_log_failure(const struct s3_req *r);
+/* Canonical URI for a key (or the bucket when key == NULL). malloc'd. */
+char *s3_build_canonical_uri(const char *base_path, const char *bucket, int path_style,
+			     const char *key, size_t key_len);
+/* Backoff for attempt n (1-based, the one that just failed): full jitter
+ * in [0, min(cap, base * 2^(n-1))]. rnd is a uniformly random 64-bit value. */
+int64_t s3_backoff_ms(int attempt, uint64_t rnd);
+
+#define S3_BACKOFF_BASE_MS 100
+#define S3_BACKOFF_CAP_MS 20000
+
+/* http.c */
+struct s3_http_opts {
+	const char *ca_bundle;
+	int max_connections;
+};
+int s3_http_new(const struct s3_http_opts *o, struct s3_http **out);
+/* Completes everything still queued or in flight with -ECANCELED, then joins. */
+void s3_http_destroy(struct s3_http *h);
+/* Any thread. Hands r to the http thread. 0, or -ESHUTDOWN (r not taken). */
+int s3_http_submit(struct s3_http *h, struct s3_req *r);
+
+#endif

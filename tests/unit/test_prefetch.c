@@ -1,0 +1,777 @@
+/*
+ * Unit tests for the read path (src/prefetch/prefetch.c).
+ *
+ * The fake fetcher serves objects whose byte i is a pure function of (seed, i),
+ * so objects of any size (> 4 GiB included) cost no memory and every returned
+ * byte can be checked. Requests complete on a small worker pool after a set
+ * latency, like the http thread would; each request is logged with the number
+ * of requests outstanding when it was submitted, so tests assert on the log,
+ * never on timings. Errors are injected by request number, and a "version
+ * change" makes If-Match fail with -ESTALE and changes the bytes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "feedfs/prefetch.h"
+#include "harness.h"
+
+#define MiB (1ull << 20)
+#define KiB (1ull << 10)
+
+/* ---- watchdog: a hung test (deadlock) fails the run ---- */
+static const char *wd_test = "?";
+
+static void wd_fire(int sig)
+{
+	static const char m[] = "  FAIL watchdog: prefetch test hung (deadlock?): ";
+
+	(void)sig;
+	if (write(2, m, sizeof(m) - 1) < 0 || write(2, wd_test, strlen(wd_test)) < 0 ||
+	    write(2, "\n", 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+/* Seconds are for a plain or ASan build; slower tools (TSan, valgrind) scale
+ * them with FEEDFS_WD_SCALE=N. */
+static void wd_arm_named(const char *name, unsigned s)
+{
+	const char *scale = getenv("FEEDFS_WD_SCALE");
+
+	wd_test = name;
+	signal(SIGALRM, wd_fire);
+	alarm(s * (scale && atoi(scale) > 0 ? (unsigned)atoi(scale) : 1));
+}
+#define wd_arm(s) wd_arm_named(__func__, (s))
+
+/* ---- the byte pattern ---- */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void pat_fill(uint64_t seed, uint64_t off, char *buf, size_t len)
+{
+	for (size_t i = 0; i < len; ) {
+		uint64_t pos = off + i, w = mix64(seed ^ (pos >> 3));
+
+		for (unsigned k = pos & 7; k < 8 && i < len; k++, i++)
+			buf[i] = (char)(w >> (k * 8));
+	}
+}
+
+/* Returns 1 when buf holds exactly the pattern at off. */
+static int pat_ok(uint64_t seed, uint64_t off, const char *buf, size_t len)
+{
+	char tmp[4096];
+
+	for (size_t i = 0; i < len; i += sizeof(tmp)) {
+		size_t n = len - i < sizeof(tmp) ? len - i : sizeof(tmp);
+
+		pat_fill(seed, off + i, tmp, n);
+		if (memcmp(tmp, buf + i, n) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* ---- the fake fetcher ---- */
+#define FAKE_OBJS 40
+#define FAKE_WORKERS 8
+
+struct fake_obj { char key[32]; uint64_t size; unsigned version; };
+
+struct fake_req {
+	struct fake_req *next;
+	int obj;
+	uint64_t off;
+	size_t len;
+	void *buf;
+	char if_match[32];
+	int has_if_match;
+	int fail;                       /* injected -errno, 0 none */
+	rd_fetch_done_fn done;
+	void *done_arg;
+};
+
+struct fake_log { int obj; uint64_t off; size_t len; unsigned outstanding; };
+
+struct fake {
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	pthread_t workers[FAKE_WORKERS];
+	int stop;
+	unsigned latency_us;
+	struct fake_req *head, **tail;
+	struct fake_obj objs[FAKE_OBJS];
+	int nobjs;
+	struct fake_log *log;
+	size_t nlog, cap_log;
+	unsigned outstanding, max_outstanding;
+	uint64_t bytes;
+	int bad_range;                  /* GETs with len 0 or past size-1 */
+	/* Injection: the nth request (1-based) fails with fail_err. */
+	size_t fail_nth;
+	int fail_err;
+	int queue_err;                  /* fetch itself returns this */
+};
+
+static uint64_t obj_seed(const struct fake_obj *o, unsigned version)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (const char *p = o->key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h + version * 0x1000193ull;
+}
+
+static void *fake_worker(void *arg)
+{
+	struct fake *fk = arg;
+
+	pthread_mutex_lock(&fk->mu);
+	for (;;) {
+		struct fake_req *r;
+		ssize_t res;
+
+		while (!fk->head && !fk->stop)
+			pthread_cond_wait(&fk->cond, &fk->mu);
+		if (!fk->head)
+			break;
+		r = fk->head;
+		fk->head = r->next;
+		if (!fk->head)
+			fk->tail = &fk->head;
+		pthread_mutex_unlock(&fk->mu);
+
+		if (fk->latency_us)
+			usleep(fk->latency_us);
+		pthread_mutex_lock(&fk->mu);
+		struct fake_obj *o = &fk->objs[r->obj];
+		char etag[32];
+		unsigned version = o->version;
+
+		snprintf(etag, sizeof(etag), "\"v%u\"", version);
+		pthread_mutex_unlock(&fk->mu);
+		if (r->fail)
+			res = r->fail;
+		else if (r->has_if_match && strcmp(r->if_match, etag) != 0)
+			res = -ESTALE;
+		else {
+			pat_fill(obj_seed(o, version), r->off, r->buf, r->len);
+			res = (ssize_t)r->len;
+		}
+		r->done(r->done_arg, res);
+		pthread_mutex_lock(&fk->mu);
+		fk->outstanding--;
+		pthread_cond_broadcast(&fk->cond);
+		free(r);
+	}
+	pthread_mutex_unlock(&fk->mu);
+	return NULL;
+}
+
+static int fake_fetch(void *arg, const char *key, size_t key_len, const char *if_match,
+		      uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
+{
+	struct fake *fk = arg;
+	struct fake_req *r;
+	int obj = -1;
+
+	pthread_mutex_lock(&fk->mu);
+	if (fk->queue_err) {
+		pthread_mutex_unlock(&fk->mu);
+		return fk->queue_err;
+	}
+	for (int i = 0; i < fk->nobjs; i++)
+		if (strlen(fk->objs[i].key) == key_len && memcmp(fk->objs[i].key, key, key_len) == 0)
+			obj = i;
+	if (obj < 0 || len == 0 || off + len > fk->objs[obj].size) {
+		fk->bad_range++;
+		pthread_mutex_unlock(&fk->mu);
+		return -EINVAL;
+	}
+	r = calloc(1, sizeof(*r));
+	r->obj = obj;
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	r->done = done;
+	r->done_arg = done_arg;
+	if (if_match) {
+		r->has_if_match = 1;
+		snprintf(r->if_match, sizeof(r->if_match), "%s", if_match);
+	}
+	if (fk->nlog == fk->cap_log) {
+		fk->cap_log = fk->cap_log ? fk->cap_log * 2 : 256;
+		fk->log = realloc(fk->log, fk->cap_log * sizeof(*fk->log));
+	}
+	fk->outstanding++;
+	if (fk->outstanding > fk->max_outstanding)
+		fk->max_outstanding = fk->outstanding;
+	fk->log[fk->nlog++] = (struct fake_log){ obj, off, len, fk->outstanding };
+	if (fk->fail_nth && fk->nlog == fk->fail_nth)
+		r->fail = fk->fail_err;
+	fk->bytes += len;
+	*fk->tail = r;
+	fk->tail = &r->next;
+	pthread_cond_signal(&fk->cond);
+	pthread_mutex_unlock(&fk->mu);
+	return 0;
+}
+
+static void fake_init(struct fake *fk, unsigned latency_us)
+{
+	memset(fk, 0, sizeof(*fk));
+	pthread_mutex_init(&fk->mu, NULL);
+	pthread_cond_init(&fk->cond, NULL);
+	fk->tail = &fk->head;
+	fk->latency_us = latency_us;
+	for (int i = 0; i < FAKE_WORKERS; i++)
+		pthread_create(&fk->workers[i], NULL, fake_worker, fk);
+}
+
+static void fake_fini(struct fake *fk)
+{
+	pthread_mutex_lock(&fk->mu);
+	fk->stop = 1;
+	pthread_cond_broadcast(&fk->cond);
+	pthread_mutex_unlock(&fk->mu);
+	for (int i = 0; i < FAKE_WORKERS; i++)
+		pthread_join(fk->workers[i], NULL);
+	CHECK_EQ_INT(fk->outstanding, 0);
+	CHECK_EQ_INT(fk->bad_range, 0);
+	free(fk->log);
+	pthread_cond_destroy(&fk->cond);
+	pthread_mutex_destroy(&fk->mu);
+}
+
+/* Register an object; returns its index. */
+static int fake_add(struct fake *fk, const char *key, uint64_t size)
+{
+	int i;
+
+	pthread_mutex_lock(&fk->mu);
+	i = fk->nobjs++;
+	snprintf(fk->objs[i].key, sizeof(fk->objs[i].key), "%s", key);
+	fk->objs[i].size = size;
+	fk->objs[i].version = 1;
+	pthread_mutex_unlock(&fk->mu);
+	return i;
+}
+
+/* ---- test environment ---- */
+struct env {
+	struct fake fk;
+	struct rd_budget *b;
+	struct rd_config cfg;
+};
+
+static void env_init(struct env *e, uint64_t budget, unsigned latency_us)
+{
+	fake_init(&e->fk, latency_us);
+	CHECK_EQ_INT(rd_budget_new(budget, &e->b), 0);
+	e->cfg = (struct rd_config){ .fetch = fake_fetch, .fetch_arg = &e->fk, .budget = e->b };
+}
+
+static void env_fini(struct env *e)
+{
+	fake_fini(&e->fk);
+	CHECK_EQ_INT(rd_budget_used(e->b), 0);
+	CHECK(rd_budget_peak(e->b) <= rd_budget_max(e->b));
+	rd_budget_destroy(e->b);
+}
+
+struct obj { struct rd_file *f; uint64_t seed, size; int idx; };
+
+static struct obj env_open(struct env *e, const char *key, uint64_t size)
+{
+	struct obj o;
+
+	o.idx = fake_add(&e->fk, key, size);
+	o.seed = obj_seed(&e->fk.objs[o.idx], 1);
+	o.size = size;
+	o.f = rd_open(&e->cfg, key, strlen(key), size, "\"v1\"");
+	CHECK(o.f != NULL);
+	return o;
+}
+
+/* rd_read and check: returns 1 when the result (count and bytes) is right. */
+static int read_ok(struct obj *o, uint64_t off, size_t len, char *buf)
+{
+	ssize_t want = off >= o->size ? 0 : (ssize_t)(len < o->size - off ? len : o->size - off);
+	ssize_t got = rd_read(o->f, off, len, buf);
+
+	if (got != want) {
+		fprintf(stderr, "  read(%llu, %zu) = %zd, want %zd\n",
+			(unsigned long long)off, len, got, want);
+		return 0;
+	}
+	return pat_ok(o->seed, off, buf, (size_t)got);
+}
+
+/* ---- tests ---- */
+
+/* Edge sizes and offsets, one table: every byte and count must be right. */
+static void t_edges_table(void)
+{
+	static const struct { uint64_t size, off; size_t len; } cases[] = {
+		{ 0, 0, 4096 },                         /* empty: 0, no GET */
+		{ 0, 100, 1 },
+		{ 1, 0, 100 },                          /* 1-byte object */
+		{ 1, 1, 100 },                          /* at EOF */
+		{ 1, 0, 0 },
+		{ 1000003, 999000, 128 * KiB },         /* straddles EOF */
+		{ 1000003, 1000003, 10 },
+		{ 1000003, 5000000, 10 },               /* past EOF */
+		{ 8 * MiB, 8 * MiB - 1, 2 },            /* == part size: small */
+		{ 8 * MiB + 1, 8 * MiB - 3, 1 * MiB },  /* part + 1: EOF byte */
+		{ 9 * MiB - 17, 3 * MiB + 5, 1 * MiB },
+		{ 6 * 1024 * MiB + 12345, 4096 * MiB - 7, 1 * MiB },  /* spans 4 GiB */
+		{ 6 * 1024 * MiB + 12345, 6 * 1024 * MiB, 1 * MiB }, /* EOF > 4 GiB */
+	};
+	char *buf = malloc(2 * MiB);
+
+	wd_arm(60);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct env e;
+		char key[32];
+		struct obj o;
+
+		env_init(&e, 64 * MiB, 0);
+		snprintf(key, sizeof(key), "edge%zu", i);
+		o = env_open(&e, key, cases[i].size);
+		if (!read_ok(&o, cases[i].off, cases[i].len, buf))
+			harness_fail(__FILE__, __LINE__, "edge case %zu", i);
+		if (cases[i].size == 0)
+			CHECK_EQ_INT(e.fk.nlog, 0);
+		rd_close(o.f);
+		env_fini(&e);
+	}
+	free(buf);
+	alarm(0);
+}
+
+/* A small object (<= part size) is fetched once, whole, whatever the reads. */
+static void t_small_object_once(void)
+{
+	static const uint64_t sizes[] = { 1, 4095, 3 * MiB + 7, 8 * MiB };
+	char *buf = malloc(1 * MiB);
+
+	wd_arm(60);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct env e;
+		struct obj o;
+		unsigned seed = 7;
+		int bad = 0;
+
+		env_init(&e, 64 * MiB, 500);
+		o = env_open(&e, "small", sizes[i]);
+		for (int k = 0; k < 50; k++) {
+			uint64_t off = (uint64_t)rand_r(&seed) % sizes[i];
+			size_t len = 1 + (size_t)rand_r(&seed) % (1 * MiB);
+
+			bad += !read_ok(&o, off, len, buf);
+		}
+		CHECK_EQ_INT(bad, 0);
+		CHECK_EQ_INT(e.fk.nlog, 1);
+		CHECK_EQ_INT(e.fk.log[0].off, 0);
+		CHECK_EQ_INT(e.fk.log[0].len, sizes[i]);
+		rd_close(o.f);
+		env_fini(&e);
+	}
+	free(buf);
+	alarm(0);
+}
+
+/* One `cat` of 300 MiB: growing windows, parallel parts, each byte fetched once. */
+static void t_sequential_window_grows(void)
+{
+	const uint64_t size = 300 * MiB + 4321;
+	struct env e;
+	struct obj o;
+	char *buf = malloc(128 * KiB);
+	int bad = 0;
+	size_t max_len = 0, big = 0;
+	uint64_t expect_off = 0;
+
+	wd_arm(120);
+	env_init(&e, 512 * MiB, 2000);
+	o = env_open(&e, "seq", size);
+	for (uint64_t off = 0; off < size; off += 128 * KiB)
+		bad += !read_ok(&o, off, 128 * KiB, buf);
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(rd_read(o.f, size, 128 * KiB, buf), 0);
+	rd_close(o.f);
+
+	CHECK(e.fk.nlog > 0);
+	CHECK(e.fk.log[0].len <= 1 * MiB);              /* low time to first byte */
+	CHECK_EQ_INT(e.fk.log[0].off, 0);
+	for (size_t i = 0; i < e.fk.nlog; i++) {
+		const struct fake_log *l = &e.fk.log[i];
+
+		CHECK(l->len <= 8 * MiB);
+		if (l->len > max_len) {
+			/* Windows only grow: a bigger request never comes before a
+			 * smaller one has been seen, until the cap. */
+			max_len = l->len;
+		}
+		big += l->len == 8 * MiB;
+		/* No gaps, no overlaps: every byte exactly once, in order. */
+		if (l->off != expect_off)
+			bad++;
+		expect_off = l->off + l->len;
+	}
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(expect_off, size);
+	CHECK_EQ_INT(e.fk.bytes, size);
+	CHECK_EQ_INT(max_len, 8 * MiB);
+	CHECK(big >= 30);
+	/* Window doubling: 1, 2, 4 MiB requests appear before the first 8 MiB. */
+	CHECK_EQ_INT(e.fk.log[1].len, 2 * MiB);
+	CHECK_EQ_INT(e.fk.log[2].len, 4 * MiB);
+	CHECK(e.fk.max_outstanding >= 4);               /* parts in parallel */
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
+/* The kernel's parallel, reordered reads on one file: like the kernel, the
+ * threads take the next 128 KiB in order from a shared cursor, so they run at
+ * most a few reads apart but finish in any order. Still one stream. */
+struct par { struct obj *o; atomic_uint_fast64_t *cursor; uint64_t chunk; atomic_int bad; };
+
+static void *par_main(void *arg)
+{
+	struct par *p = arg;
+	char *buf = malloc(p->chunk);
+
+	for (;;) {
+		uint64_t off = atomic_fetch_add(p->cursor, p->chunk);
+
+		if (off >= p->o->size)
+			break;
+		if (!read_ok(p->o, off, p->chunk, buf))
+			atomic_fetch_add(&p->bad, 1);
+	}
+	free(buf);
+	return NULL;
+}
+
+static void t_parallel_reads_one_file(void)
+{
+	const uint64_t size = 64 * MiB + 999;
+	struct env e;
+	struct obj o;
+	struct par p[4];
+	pthread_t th[4];
+	atomic_uint_fast64_t cursor;
+
+	wd_arm(120);
+	env_init(&e, 256 * MiB, 300);
+	o = env_open(&e, "par", size);
+	atomic_init(&cursor, 0);
+	for (int k = 0; k < 4; k++) {
+		p[k] = (struct par){ .o = &o, .cursor = &cursor, .chunk = 128 * KiB };
+		pthread_create(&th[k], NULL, par_main, &p[k]);
+	}
+	for (int k = 0; k < 4; k++) {
+		pthread_join(th[k], NULL);
+		CHECK_EQ_INT(atomic_load(&p[k].bad), 0);
+	}
+	rd_close(o.f);
+	if (e.fk.bytes > size + size / 4 || e.fk.nlog >= 100)
+		fprintf(stderr, "  fetched %llu bytes in %zu GETs\n",
+			(unsigned long long)e.fk.bytes, e.fk.nlog);
+	/* Streamed, not random: few large requests, little refetching. */
+	CHECK(e.fk.bytes <= size + size / 4);
+	CHECK(e.fk.nlog < 100);
+	env_fini(&e);
+	alarm(0);
+}
+
+/* Random reads fetch what they need, not whole parts. */
+static void t_random_fetches_little(void)
+{
+	const uint64_t size = 5ull * 1024 * MiB + 77;
+	struct env e;
+	struct obj o;
+	char *buf = malloc(256 * KiB);
+	unsigned seed = 99;
+	uint64_t read_bytes = 0;
+	int bad = 0;
+
+	wd_arm(120);
+	env_init(&e, 128 * MiB, 0);
+	o = env_open(&e, "rand", size);
+	for (int i = 0; i < 400; i++) {
+		uint64_t off = ((uint64_t)rand_r(&seed) << 16 ^ (uint64_t)rand_r(&seed)) % size;
+		size_t len = 16 * KiB + (size_t)rand_r(&seed) % (240 * KiB);
+
+		bad += !read_ok(&o, off, len, buf);
+		read_bytes += off < size ? (len < size - off ? len : size - off) : 0;
+	}
+	rd_close(o.f);
+	CHECK_EQ_INT(bad, 0);
+	CHECK(e.fk.bytes <= 3 * read_bytes);
+	for (size_t i = 0; i < e.fk.nlog; i++)
+		CHECK(e.fk.log[i].len <= 8 * MiB);
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
+/* A small part size caps each demand GET; a 1 MiB random read spans several. */
+static void t_demand_capped_at_part(void)
+{
+	struct env e;
+	struct obj o;
+	char *buf = malloc(1 * MiB);
+
+	wd_arm(60);
+	env_init(&e, 64 * MiB, 0);
+	e.cfg.part_size = 256 * KiB;
+	o = env_open(&e, "cap", 100 * MiB);
+	CHECK(read_ok(&o, 50 * MiB + 12345, 1 * MiB, buf));   /* random: not at 0 */
+	CHECK(e.fk.nlog >= 4);
+	for (size_t i = 0; i < e.fk.nlog; i++)
+		CHECK(e.fk.log[i].len <= 256 * KiB);
+	rd_close(o.f);
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
+/* 16 readers, 16 files, a budget far below what they would like: correct
+ * bytes, peak <= max, no deadlock. */
+struct tiny { struct obj o; unsigned seed; atomic_int bad; };
+
+static void *tiny_main(void *arg)
+{
+	struct tiny *t = arg;
+	char *buf = malloc(1 * MiB);
+
+	for (uint64_t off = 0; off < t->o.size; ) {
+		size_t len = 4 * KiB + (size_t)rand_r(&t->seed) % (1 * MiB - 4 * KiB);
+
+		if (!read_ok(&t->o, off, len, buf))
+			atomic_fetch_add(&t->bad, 1);
+		off += len;
+	}
+	for (int i = 0; i < 30; i++) {
+		uint64_t off = (uint64_t)rand_r(&t->seed) % t->o.size;
+
+		if (!read_ok(&t->o, off, 200 * KiB, buf))
+			atomic_fetch_add(&t->bad, 1);
+	}
+	free(buf);
+	return NULL;
+}
+
+static void t_tiny_budget_16_readers(void)
+{
+	struct env e;
+	struct tiny t[16];
+	pthread_t th[16];
+
+	wd_arm(240);
+	env_init(&e, 3 * MiB, 200);
+	for (int i = 0; i < 16; i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "tiny%d", i);
+		t[i].o = env_open(&e, key, 12 * MiB + (uint64_t)i * 7919);
+		t[i].seed = 1000u + (unsigned)i;
+		atomic_init(&t[i].bad, 0);
+	}
+	for (int i = 0; i < 16; i++)
+		pthread_create(&th[i], NULL, tiny_main, &t[i]);
+	for (int i = 0; i < 16; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ_INT(atomic_load(&t[i].bad), 0);
+		rd_close(t[i].o.f);
+	}
+	CHECK(rd_budget_peak(e.b) <= 3 * MiB);
+	env_fini(&e);
+	alarm(0);
+}
+
+/* An idle open file holding readahead must not starve another file's demand
+ * read: the waiter reclaims the idle buffers. */
+static void t_idle_file_cannot_starve(void)
+{
+	struct env e;
+	struct obj a, b;
+	char *buf = malloc(1 * MiB);
+
+	wd_arm(60);
+	env_init(&e, 4 * MiB, 100);
+	a = env_open(&e, "idle", 64 * MiB);
+	b = env_open(&e, "busy", 64 * MiB);
+	for (uint64_t off = 0; off < 8 * MiB; off += 1 * MiB)
+		CHECK(read_ok(&a, off, 1 * MiB, buf));
+	/* a now sits on readahead; b must still make progress. */
+	for (uint64_t off = 0; off < 16 * MiB; off += 1 * MiB)
+		CHECK(read_ok(&b, 33 * MiB - off, 1 * MiB, buf));
+	rd_close(a.f);
+	rd_close(b.f);
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
+/* The object changes under a stream: -ESTALE, and never a byte of v2. */
+static void t_estale_mid_stream(void)
+{
+	struct env e;
+	struct obj o;
+	char *buf = malloc(1 * MiB);
+	int n_ok = 0, n_stale = 0, other = 0;
+
+	wd_arm(60);
+	env_init(&e, 256 * MiB, 200);
+	o = env_open(&e, "stale", 200 * MiB);
+	for (uint64_t off = 0; off < 4 * MiB; off += 128 * KiB)
+		CHECK(read_ok(&o, off, 128 * KiB, buf));
+	pthread_mutex_lock(&e.fk.mu);
+	e.fk.objs[o.idx].version = 2;
+	pthread_mutex_unlock(&e.fk.mu);
+	for (uint64_t off = 4 * MiB; off < 100 * MiB; off += 128 * KiB) {
+		ssize_t r = rd_read(o.f, off, 128 * KiB, buf);
+
+		if (r == (ssize_t)(128 * KiB) && n_stale == 0 && pat_ok(o.seed, off, buf, 128 * KiB))
+			n_ok++;         /* held before the change: consistent v1 */
+		else if (r == -ESTALE)
+			n_stale++;
+		else
+			other++;
+	}
+	CHECK(n_stale > 0);
+	CHECK_EQ_INT(other, 0);
+	/* Sticky: even bytes held before, or random offsets, are refused. */
+	CHECK_EQ_INT(rd_read(o.f, 0, 4096, buf), -ESTALE);
+	CHECK_EQ_INT(rd_read(o.f, 150 * MiB, 4096, buf), -ESTALE);
+	rd_close(o.f);
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
+/* Other errors fail the read that needed the part; a retry succeeds. */
+static void t_errors_then_retry_table(void)
+{
+	static const struct { int err; size_t nth; uint64_t size, off; } cases[] = {
+		{ -EIO, 1, 100 * MiB, 0 },              /* first GET of a stream */
+		{ -EACCES, 1, 100 * MiB, 40 * MiB },    /* random demand GET */
+		{ -ENOENT, 1, 3 * MiB, 5 },             /* small object */
+		{ -EIO, 2, 100 * MiB, 0 },              /* a readahead part */
+	};
+	char *buf = malloc(1 * MiB);
+
+	wd_arm(60);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct env e;
+		struct obj o;
+		int saw_err = 0;
+
+		env_init(&e, 64 * MiB, 100);
+		e.fk.fail_nth = cases[i].nth;
+		e.fk.fail_err = cases[i].err;
+		o = env_open(&e, "err", cases[i].size);
+		/* Read forward until the failed part is hit, then retry it. */
+		for (uint64_t off = cases[i].off; off < cases[i].off + 8 * MiB; off += 128 * KiB) {
+			ssize_t r = rd_read(o.f, off, 128 * KiB, buf);
+
+			if (r < 0) {
+				if (r != cases[i].err)
+					harness_fail(__FILE__, __LINE__, "case %zu: %zd", i, r);
+				saw_err = 1;
+				if (!read_ok(&o, off, 128 * KiB, buf))
+					harness_fail(__FILE__, __LINE__, "case %zu: retry", i);
+			} else if (!pat_ok(o.seed, off, buf, (size_t)r)) {
+				harness_fail(__FILE__, __LINE__, "case %zu: bytes", i);
+			}
+		}
+		/* A failed readahead part nobody waited on is just refetched. */
+		if (cases[i].nth == 1 && !saw_err)
+			harness_fail(__FILE__, __LINE__, "case %zu: error not seen", i);
+		rd_close(o.f);
+		env_fini(&e);
+	}
+	free(buf);
+	alarm(0);
+}
+
+/* fetch refusing to queue: the read fails with its errno, nothing leaks. */
+static void t_queue_failure(void)
+{
+	struct env e;
+	struct obj o;
+	char buf[4096];
+
+	wd_arm(30);
+	env_init(&e, 64 * MiB, 0);
+	o = env_open(&e, "q", 100 * MiB);
+	e.fk.queue_err = -ENOMEM;
+	CHECK_EQ_INT(rd_read(o.f, 0, sizeof(buf), buf), -ENOMEM);
+	e.fk.queue_err = 0;
+	CHECK(read_ok(&o, 0, sizeof(buf), buf));
+	rd_close(o.f);
+	env_fini(&e);
+	alarm(0);
+}
+
+/* Close with GETs in flight: waits for them, frees everything (ASan/LSan). */
+static void t_close_with_gets_in_flight(void)
+{
+	struct env e;
+	char *buf = malloc(1 * MiB);
+
+	wd_arm(60);
+	env_init(&e, 256 * MiB, 20000);
+	for (int round = 0; round < 3; round++) {
+		struct obj o = env_open(&e, round == 0 ? "c0" : round == 1 ? "c1" : "c2", 200 * MiB);
+		unsigned inflight;
+
+		for (uint64_t off = 0; off < (uint64_t)(round + 1) * MiB; off += 512 * KiB)
+			CHECK(read_ok(&o, off, 512 * KiB, buf));
+		pthread_mutex_lock(&e.fk.mu);
+		inflight = e.fk.outstanding;
+		pthread_mutex_unlock(&e.fk.mu);
+		CHECK(inflight > 0);            /* the test does test something */
+		rd_close(o.f);
+		CHECK_EQ_INT(rd_budget_used(e.b), 0);
+	}
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
+static const struct test tests[] = {
+	TEST(t_edges_table),
+	TEST(t_small_object_once),
+	TEST(t_sequential_window_grows),
+	TEST(t_parallel_reads_one_file),
+	TEST(t_random_fetches_little),
+	TEST(t_demand_capped_at_part),
+	TEST(t_tiny_budget_16_readers),
+	TEST(t_idle_file_cannot_starve),
+	TEST(t_estale_mid_stream),
+	TEST(t_errors_then_retry_table),
+	TEST(t_queue_failure),
+	TEST(t_close_with_gets_in_flight),
+	{ 0 },
+};
+
+int main(void)
+{
+	return harness_run("prefetch", tests);
+}
