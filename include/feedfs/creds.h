@@ -15,6 +15,7 @@
 #ifndef FEEDFS_CREDS_H
 #define FEEDFS_CREDS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define CREDS_REFRESH_MARGIN_MS (5 * 60 * 1000)
@@ -32,12 +33,23 @@ struct creds_provider_ops {
 	 * another -errno when it has something but failed (then the chain stops). */
 	int (*load)(void *state, struct s3_creds *out);
 	void (*destroy)(void *state);
+	/* Optional (may be NULL), never a secret: why the last load gave nothing
+	 * or failed ("AWS_ACCESS_KEY_ID not set"), and where a successful load came
+	 * from ("profile 'dev' in /root/.aws/credentials"). */
+	const char *(*explain)(void *state);
+	const char *(*detail)(void *state);
 };
 
 struct creds_chain;
 
 struct creds_options {
 	int anonymous;            /* --no-sign-request: no provider, unsigned requests */
+	/* Added with the full chain (all optional: zero means the default). */
+	const char *profile;      /* --profile; NULL: $AWS_PROFILE, else "default" */
+	const char *region;       /* picks the regional STS endpoint; NULL: $AWS_REGION,
+				   * $AWS_DEFAULT_REGION, else the global endpoint */
+	const char *provider;     /* NULL: the whole chain; else only the provider with
+				   * this name ("env", "profile", "imds", ...) */
 };
 
 /* Builds the chain and loads once. On failure returns -errno and writes one
@@ -52,7 +64,17 @@ int creds_chain_anonymous(const struct creds_chain *c);
 /* Name of the provider that won ("env", "anonymous"). Never a secret. */
 const char *creds_chain_source(const struct creds_chain *c);
 
-/* Copy of the current credentials, refreshed if close to expiry. 0 or -errno. */
+/* One secret-free line for `feedfs --print-credentials-source`: the provider,
+ * where it read from, the access key id masked to its last 4 characters and
+ * the expiry, e.g. "profile: profile 'dev' in /root/.aws/credentials
+ * (key ****WXYZ, temporary, expires 2024-05-01T12:00:00Z)". Returns the
+ * length snprintf would write. */
+int creds_chain_describe(struct creds_chain *c, char *buf, size_t len);
+
+/* Copy of the current credentials, refreshed if close to expiry. 0 or -errno.
+ * Never blocks on a refresh while the current credentials are still valid: a
+ * refresh runs in the background (or in one caller, single flight) and every
+ * other caller keeps the old copy meanwhile. An anonymous chain gives -ENOKEY. */
 int creds_get(struct creds_chain *c, struct s3_creds *out);
 
 /* Force a reload (after a 403 ExpiredToken). 0 or -errno. */

@@ -1,0 +1,211 @@
+/*
+ * common — helpers every provider shares: credential copies that wipe, env and
+ * small-file reading, ISO 8601 expiry times. See creds_i.h.
+ */
+#include "creds_i.h"
+
+#include "feedfs/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void creds_free_secret(char *s)
+{
+	if (!s)
+		return;
+	util_wipe(s, strlen(s));
+	free(s);
+}
+
+void creds_cleanup(struct s3_creds *cr)
+{
+	if (!cr)
+		return;
+	creds_free_secret(cr->access_key_id);
+	creds_free_secret(cr->secret_access_key);
+	creds_free_secret(cr->session_token);
+	memset(cr, 0, sizeof(*cr));
+}
+
+int creds_fill(struct s3_creds *out, const char *ak, const char *sk, const char *tok,
+	       int64_t expires_wall_ms)
+{
+	memset(out, 0, sizeof(*out));
+	if (!ak || !*ak || !sk || !*sk)
+		return -EINVAL;
+	out->access_key_id = xstrdup(ak);
+	out->secret_access_key = xstrdup(sk);
+	out->session_token = tok && *tok ? xstrdup(tok) : NULL;
+	out->expires_wall_ms = expires_wall_ms;
+	return 0;
+}
+
+void creds_copy(struct s3_creds *dst, const struct s3_creds *src)
+{
+	dst->access_key_id = src->access_key_id ? xstrdup(src->access_key_id) : NULL;
+	dst->secret_access_key = src->secret_access_key ? xstrdup(src->secret_access_key) : NULL;
+	dst->session_token = src->session_token ? xstrdup(src->session_token) : NULL;
+	dst->expires_wall_ms = src->expires_wall_ms;
+}
+
+const char *creds_getenv(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+int creds_env_true(const char *name)
+{
+	const char *v = creds_getenv(name);
+
+	return v && (!strcasecmp(v, "1") || !strcasecmp(v, "true") ||
+		     !strcasecmp(v, "yes") || !strcasecmp(v, "on"));
+}
+
+int creds_read_file(const char *path, size_t max, char **out)
+{
+	struct stat st;
+	char *buf;
+	size_t len = 0;
+	int fd, rc = 0;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		close(fd);
+		return rc;
+	}
+	buf = xmalloc(max + 1);
+	for (;;) {
+		ssize_t n = read(fd, buf + len, max + 1 - len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			break;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max) {
+			rc = -EFBIG;
+			break;
+		}
+	}
+	close(fd);
+	if (rc) {
+		util_wipe(buf, len);
+		free(buf);
+		return rc;
+	}
+	while (len && isspace((unsigned char)buf[len - 1]))
+		len--;
+	buf[len] = '\0';
+	*out = buf;
+	return 0;
+}
+
+static int digits(const char **p, int n, int *out)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)**p))
+			return -1;
+		v = v * 10 + (**p - '0');
+		(*p)++;
+	}
+	*out = v;
+	return 0;
+}
+
+int creds_parse_iso8601(const char *s, int64_t *out_ms)
+{
+	struct tm tm = { 0 };
+	int y, mo, d, h, mi, sec, ms = 0, off_min = 0;
+	const char *p = s;
+	time_t t;
+
+	if (!s)
+		return -EINVAL;
+	if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
+	    digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
+		return -EINVAL;
+	p++;
+	if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi))
+		return -EINVAL;
+	if (*p == ':') {
+		p++;
+		if (digits(&p, 2, &sec))
+			return -EINVAL;
+	} else {
+		sec = 0;   /* Aliyun sometimes omits seconds: "2024-05-01T12:00Z" */
+	}
+	if (*p == '.') {
+		int scale = 100;
+
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		while (isdigit((unsigned char)*p)) {
+			ms += (*p - '0') * scale;
+			scale /= 10;
+			p++;
+		}
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p == '-' ? -1 : 1, oh, om;
+
+		p++;
+		if (digits(&p, 2, &oh))
+			return -EINVAL;
+		if (*p == ':')
+			p++;
+		if (digits(&p, 2, &om))
+			return -EINVAL;
+		off_min = sign * (oh * 60 + om);
+	} else {
+		return -EINVAL;   /* a time without a zone is ambiguous */
+	}
+	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 ||
+	    y < 1970)
+		return -EINVAL;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -EINVAL;
+	*out_ms = ((int64_t)t - (int64_t)off_min * 60) * 1000 + ms;
+	return 0;
+}
+
+void creds_reason(char *buf, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!buf)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, CREDS_REASON_MAX, fmt, ap);
+	va_end(ap);
+}

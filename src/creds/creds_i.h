@@ -1,0 +1,190 @@
+/*
+ * creds_i.h — private to src/creds/: the provider constructors, the chain's test
+ * seam (custom providers, injectable clock) and the small helpers every provider
+ * shares (string copies that wipe, HTTP, JSON, ISO 8601 times).
+ *
+ * Provider contract (see also struct creds_provider_ops in creds.h):
+ *   *_new(opts, &state) -> 0, or -errno (only on allocation-type failures; a
+ *     source that is simply not configured still gets a state and answers
+ *     -ENOENT from load, so the chain can say "tried X: not configured").
+ *   load() is never called concurrently for one state: the chain single-flights
+ *     every load, so provider state needs no lock of its own.
+ *   load() never logs a secret; it may put a short, secret-free reason for its
+ *     last outcome in a buffer that ops->explain() returns.
+ */
+#ifndef FEEDFS_CREDS_I_H
+#define FEEDFS_CREDS_I_H
+
+#include "feedfs/creds.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CREDS_TAG "creds"
+#define CREDS_REASON_MAX 256
+
+/* ---- the chain's test seam ------------------------------------------------ */
+
+typedef int64_t (*creds_clock_fn)(void *arg);
+
+struct creds_chain_config {
+	const struct creds_provider_ops *const *ops;  /* n entries, in chain order */
+	void **states;            /* n entries; ownership moves to the chain (also on failure) */
+	size_t n;
+	int anonymous;
+	creds_clock_fn wall_ms;   /* NULL: util_wall_ms */
+	void *clock_arg;
+	int background;           /* 1: a refresher thread; 0: refresh on get, single flight */
+	int64_t refresh_margin_ms;/* 0: CREDS_REFRESH_MARGIN_MS */
+	int64_t retry_min_ms;     /* first back-off after a failed refresh; 0: 1000 */
+};
+
+int creds_chain_new_config(const struct creds_chain_config *cfg, struct creds_chain **out,
+			   char *msg, size_t msg_len);
+
+/* Counters for tests: loads attempted after the first, and how many failed. */
+void creds_chain_counters(struct creds_chain *c, uint64_t *refreshes, uint64_t *failures);
+
+/* Block until no refresh is in flight and none is due (tests only; bounded by
+ * timeout_ms of real time). Returns 0 or -ETIMEDOUT. */
+int creds_chain_wait_idle(struct creds_chain *c, int timeout_ms);
+
+/* ---- providers -------------------------------------------------------------- */
+
+extern const struct creds_provider_ops creds_env_ops;        /* "env" */
+extern const struct creds_provider_ops creds_profile_ops;    /* "profile" / "process" */
+extern const struct creds_provider_ops creds_webid_ops;      /* "web-identity" */
+extern const struct creds_provider_ops creds_rrsa_ops;       /* "oidc-rrsa" */
+extern const struct creds_provider_ops creds_container_ops;  /* "container" */
+extern const struct creds_provider_ops creds_imds_ops;       /* "imds" */
+extern const struct creds_provider_ops creds_ecs_ram_ops;    /* "ecs-ram-role" */
+
+int creds_env_new(const struct creds_options *o, void **state);
+int creds_profile_new(const struct creds_options *o, void **state);
+int creds_webid_new(const struct creds_options *o, void **state);
+int creds_rrsa_new(const struct creds_options *o, void **state);
+int creds_container_new(const struct creds_options *o, void **state);
+int creds_imds_new(const struct creds_options *o, void **state);
+int creds_ecs_ram_new(const struct creds_options *o, void **state);
+
+/* ---- shared helpers (src/creds/common.c) ---------------------------------- */
+
+/* Fill *out with copies of the strings (tok may be NULL or ""). Returns 0 or
+ * -EINVAL when ak or sk is missing/empty. */
+int creds_fill(struct s3_creds *out, const char *ak, const char *sk, const char *tok,
+	       int64_t expires_wall_ms);
+/* Deep copy; dst must be empty. */
+void creds_copy(struct s3_creds *dst, const struct s3_creds *src);
+/* Free a string that may hold a secret. */
+void creds_free_secret(char *s);
+
+/* Environment lookup that treats "" as unset. */
+const char *creds_getenv(const char *name);
+/* "1", "true", "yes", "on" (any case). */
+int creds_env_true(const char *name);
+
+/* Read a small file (<= max bytes) into a NUL-terminated buffer; trailing
+ * whitespace is stripped. 0 or -errno. Caller frees with creds_free_secret. */
+int creds_read_file(const char *path, size_t max, char **out);
+
+/* "2024-05-01T12:00:00Z", "...:00.123Z", "...+08:00" -> wall ms. 0 or -EINVAL. */
+int creds_parse_iso8601(const char *s, int64_t *out_ms);
+
+/* snprintf into a reason buffer (never pass a secret). */
+void creds_reason(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- HTTP (src/creds/http.c): libcurl easy, blocking, short timeouts -------- */
+
+struct creds_http_req {
+	const char *method;       /* "GET", "PUT", "POST" */
+	const char *url;
+	const char *const *headers; /* NULL-terminated "Name: value" list, may be NULL */
+	const char *body;         /* may be NULL */
+	size_t body_len;
+	long connect_timeout_ms;
+	long timeout_ms;
+	int no_proxy;             /* 1 for link-local metadata services */
+};
+
+struct creds_http_resp {
+	long status;
+	char *body;               /* NUL-terminated; wiped on cleanup */
+	size_t len;
+};
+
+#define CREDS_HTTP_MAX_BODY (256 * 1024)
+
+/* 0 when any HTTP response arrived (check status); -ECONNREFUSED, -ETIMEDOUT,
+ * -EHOSTUNREACH, -EIO, -EMSGSIZE on transport failure, with a short secret-free
+ * description in err (CREDS_REASON_MAX). */
+int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err);
+void creds_http_resp_cleanup(struct creds_http_resp *rs);
+
+/* "http://127.0.0.1:1234" + "/path" with one '/' between. Malloc'd. */
+char *creds_url_join(const char *base, const char *path);
+
+/* ---- JSON (src/creds/json.c): a small strict DOM parser --------------------- */
+
+enum json_type { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT };
+
+struct json_value {
+	enum json_type type;
+	double num;               /* JSON_NUMBER, JSON_BOOL (0/1) */
+	char *str;                /* JSON_STRING: decoded UTF-8, NUL-terminated */
+	size_t str_len;
+	size_t n;                 /* JSON_ARRAY / JSON_OBJECT: element count */
+	char **keys;              /* JSON_OBJECT: n keys */
+	struct json_value *items; /* n values */
+};
+
+#define JSON_MAX_DEPTH 32
+
+/* Parse exactly one value (surrounding whitespace allowed). 0 or -EINVAL. */
+int json_parse(const char *s, size_t len, struct json_value *out);
+/* Frees and wipes every string (they may be secrets). */
+void json_free(struct json_value *v);
+/* Member of an object by key (first match), or NULL. */
+const struct json_value *json_get(const struct json_value *obj, const char *key);
+/* The string member, or NULL when absent or not a string. */
+const char *json_get_str(const struct json_value *obj, const char *key);
+
+/* The credential JSON that IMDS, the container endpoint and credential_process
+ * return: AccessKeyId, SecretAccessKey, Token|SessionToken, Expiration.
+ * Returns 0, or -EINVAL with a reason. */
+int creds_from_aws_json(const struct json_value *obj, struct s3_creds *out, char *reason);
+
+/* ---- STS XML (src/creds/webid.c) ------------------------------------------ */
+
+/* Parse an AssumeRoleWithWebIdentity response (or an STS <ErrorResponse>).
+ * 0 and *out filled, or -EACCES / -EINVAL with a reason naming the STS code. */
+int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char *reason);
+
+/* ---- Aliyun STS JSON (src/creds/rrsa.c) ----------------------------------- */
+int creds_parse_aliyun_sts_json(const char *s, size_t len, struct s3_creds *out,
+				char *reason);
+
+/* ---- shared config files (src/creds/profile.c) ------------------------------ */
+
+struct ini_kv { char *key; char *value; };
+struct ini_profile {
+	char *name;
+	struct ini_kv *kv;
+	size_t n;
+};
+struct ini_file {
+	struct ini_profile *profiles;
+	size_t n;
+};
+
+/* Parse an AWS-style INI text. is_config: section "[profile x]" names x, and
+ * "[default]" names default; otherwise "[x]" names x. Keys are lower-cased.
+ * Returns 0 or -EINVAL (with line number in reason). */
+int creds_ini_parse(const char *text, int is_config, struct ini_file *out, char *reason);
+void creds_ini_free(struct ini_file *f);
+const struct ini_profile *creds_ini_profile(const struct ini_file *f, const char *name);
+const char *creds_ini_get(const struct ini_profile *p, const char *key);
+
+/* Parse credential_process output. 0 or -EINVAL with reason. */
+int creds_parse_process_json(const char *s, size_t len, struct s3_creds *out, char *reason);
+
+#endif

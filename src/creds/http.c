@@ -1,0 +1,175 @@
+/*
+ * http — the one blocking HTTP call the credential providers need: a fresh
+ * libcurl easy handle per request, short timeouts, no redirects, http/https
+ * only, a capped response body that is wiped when freed.
+ *
+ * This is deliberately separate from the data path's curl multi handle (owned
+ * by the s3 http thread): credential loads are rare, run on the chain's
+ * refresher thread or in creds_chain_new(), and must not queue behind reads.
+ */
+#include "creds_i.h"
+
+#include "feedfs/util.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init(void)
+{
+	/* Reference counted inside libcurl; the s3 module may call it too. */
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct body {
+	char *buf;
+	size_t len, cap;
+	int too_big;
+};
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+	struct body *b = arg;
+	size_t add = size * n;
+
+	if (b->len + add > CREDS_HTTP_MAX_BODY) {
+		b->too_big = 1;
+		return 0;
+	}
+	if (b->len + add + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		char *nb;
+
+		while (cap < b->len + add + 1)
+			cap *= 2;
+		nb = xmalloc(cap);
+		if (b->len)
+			memcpy(nb, b->buf, b->len);
+		if (b->buf) {
+			util_wipe(b->buf, b->cap);
+			free(b->buf);
+		}
+		b->buf = nb;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, p, add);
+	b->len += add;
+	b->buf[b->len] = '\0';
+	return add;
+}
+
+static int map_curl(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_CONNECT:
+		return -ECONNREFUSED;
+	case CURLE_OPERATION_TIMEDOUT:
+		return -ETIMEDOUT;
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_RESOLVE_PROXY:
+		return -EHOSTUNREACH;
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err)
+{
+	struct curl_slist *hdrs = NULL;
+	struct body b = { 0 };
+	char cerr[CURL_ERROR_SIZE] = "";
+	CURL *h;
+	CURLcode rc;
+	int ret = 0;
+
+	memset(rs, 0, sizeof(*rs));
+	pthread_once(&curl_once, curl_init);
+	if (curl_init_rc != CURLE_OK) {
+		creds_reason(err, "libcurl initialisation failed");
+		return -EIO;
+	}
+	h = curl_easy_init();
+	if (!h) {
+		creds_reason(err, "libcurl: no handle");
+		return -ENOMEM;
+	}
+	for (const char *const *p = rq->headers; p && *p; p++)
+		hdrs = curl_slist_append(hdrs, *p);
+	/* No "Expect: 100-continue" round trip for a small POST/PUT. */
+	hdrs = curl_slist_append(hdrs, "Expect:");
+
+	curl_easy_setopt(h, CURLOPT_URL, rq->url);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, rq->connect_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, rq->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "feedfs-creds");
+	if (rq->no_proxy)
+		curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	if (!strcmp(rq->method, "POST") || !strcmp(rq->method, "PUT")) {
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body ? rq->body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)(rq->body ? rq->body_len : 0));
+		if (!strcmp(rq->method, "PUT"))
+			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	}
+
+	rc = curl_easy_perform(h);
+	if (rc == CURLE_OK) {
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
+		rs->body = b.buf ? b.buf : xstrdup("");
+		rs->len = b.len;
+		b.buf = NULL;
+	} else if (b.too_big) {
+		creds_reason(err, "response larger than %d bytes", CREDS_HTTP_MAX_BODY);
+		ret = -EMSGSIZE;
+	} else {
+		/* curl's message names the host and the cause; never a header. */
+		creds_reason(err, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+		ret = map_curl(rc);
+	}
+	if (b.buf) {
+		util_wipe(b.buf, b.cap);
+		free(b.buf);
+	}
+	/* The list may hold a token; libcurl frees it without wiping. */
+	for (struct curl_slist *l = hdrs; l; l = l->next)
+		util_wipe(l->data, strlen(l->data));
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(h);
+	return ret;
+}
+
+void creds_http_resp_cleanup(struct creds_http_resp *rs)
+{
+	if (rs->body) {
+		util_wipe(rs->body, rs->len);
+		free(rs->body);
+	}
+	memset(rs, 0, sizeof(*rs));
+}
+
+char *creds_url_join(const char *base, const char *path)
+{
+	size_t bl = strlen(base);
+
+	while (bl && base[bl - 1] == '/')
+		bl--;
+	while (*path == '/')
+		path++;
+	return xasprintf("%.*s/%s", (int)bl, base, path);
+}
