@@ -1,0 +1,111 @@
+/*
+ * cache — the on-node block cache: a decorator of the read path's fetch function.
+ *
+ * DESIGN (details and on-disk format: docs/CACHE.md)
+ * cache_fetch has the rd_fetch_fn signature (fetch_arg = struct cache *) and wraps
+ * an inner rd_fetch_fn (s3_get_async in production). A request [off, off+len) of
+ * (key, ETag) is cut into aligned blocks of block_size. Each block is either read
+ * from the slab file on local disk (io_uring, CRC32C checked) or fetched through
+ * the inner function; fetched bytes are handed to the caller first and written to
+ * the slab behind the reply. Concurrent requests for one block share one disk read
+ * or one inner GET (single flight).
+ *  - Identity of a cached block: 128-bit hash of (bucket, key, ETag, block number).
+ *    A request without an ETag (NULL or "") cannot be verified and bypasses the
+ *    cache entirely (passed straight to the inner fetch).
+ *  - A cached block holds a prefix [0, n) of its block (n == block_size except
+ *    for the short last block of an object, or when the object size is unknown).
+ *    cache_fetch (size unknown) may widen a fetch down to the block start but
+ *    never past the requested end; cache_fetch_sized widens to the full block
+ *    (or EOF), which is what the prefetch layer should use.
+ *  - One thread owns the io_uring ring and the whole index; callers and inner
+ *    fetch completions hand work to it through a locked queue + eventfd.
+ *    `done` callbacks run ON THE CACHE THREAD and must not block (same rule as
+ *    s3_get_async's http thread).
+ *  - One process owns a cache dir (flock); a second one gets -EBUSY and a message
+ *    naming the owner pid.
+ */
+#ifndef FEEDFS_CACHE_H
+#define FEEDFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "feedfs/prefetch.h"
+
+#define CACHE_BLOCK_DEFAULT   (4u << 20)     /* why 4 MiB: docs/CACHE.md "Block size" */
+#define CACHE_BLOCK_MIN       (4u << 10)
+#define CACHE_BLOCK_MAX       (64u << 20)
+#define CACHE_MIN_SLOTS       4u
+#define CACHE_DISK_RESERVE_PCT 5u            /* always leave this much of the disk free */
+
+struct cache_config {
+	const char *dir;            /* --cache-dir; created 0700 when absent */
+	uint64_t size_bytes;        /* --cache-size; 0: half of (free - 5% of disk) */
+	uint32_t block_size;        /* --block-size; 0: CACHE_BLOCK_DEFAULT; power of 2 */
+	const char *bucket;         /* part of every block's identity; NULL: "" */
+	rd_fetch_fn inner;          /* s3_get_async in production */
+	void *inner_arg;
+	uint64_t buffer_bytes;      /* io buffers (registered); 0: 64 MiB, >= 4 blocks */
+	int clear;                  /* --cache-clear: drop all cached blocks at start */
+	int no_direct;              /* never use O_DIRECT (tests); default: try it */
+};
+
+struct cache_stats {
+	uint64_t hits;              /* blocks served from disk */
+	uint64_t misses;            /* blocks fetched through the inner fetch */
+	uint64_t coalesced;         /* block requests that joined one in flight */
+	uint64_t bypass;            /* requests passed through (no ETag) */
+	uint64_t inner_fetches;     /* inner GETs issued */
+	uint64_t bytes_from_disk;   /* bytes delivered from the slab */
+	uint64_t bytes_from_inner;  /* bytes fetched through the inner fetch */
+	uint64_t bytes_written;     /* bytes written to the slab */
+	uint64_t checksum_failures; /* blocks whose CRC32C did not match on read */
+	uint64_t io_errors;         /* slab read/write errors (block refetched / dropped) */
+	uint64_t evictions;         /* valid blocks dropped to make room */
+	uint64_t write_skipped;     /* fetched blocks not cached (no free slot) */
+	uint64_t slots, slots_used; /* capacity and current fill, in blocks */
+	uint32_t block_size;
+	int direct_io;              /* 1 when the slab is opened O_DIRECT */
+	int registered_buffers;     /* 1 when io buffers are registered with the ring */
+	int recovered_unclean;      /* 1 when this start followed a crash */
+};
+
+struct cache;
+
+/* Validates cfg, creates or reopens the cache dir, loads the persisted index
+ * (a format/geometry mismatch wipes it with a warning) and starts the cache
+ * thread. Returns 0 or -errno and one user-facing line in msg, e.g.
+ * "cache dir /x is not writable: Permission denied" or
+ * "cache dir /x is in use by feedfs pid 1234". */
+int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, size_t msg_len);
+
+/* Waits for every request and write in flight, persists the index (clean
+ * shutdown marker) and releases the dir. Callers must have stopped fetching. */
+void cache_destroy(struct cache *c);
+
+/* rd_fetch_fn: fetch_arg is the struct cache *. Object size unknown: blocks
+ * past the requested end are never fetched. Same contract as s3_get_async:
+ * returns 0 when queued (done(done_arg, len or -errno) later, on the cache
+ * thread), or -errno when not queued (done not called). */
+int cache_fetch(void *fetch_arg, const char *key, size_t key_len, const char *if_match,
+		uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg);
+
+/* As cache_fetch, with the object size known: every block is fetched and cached
+ * whole (the last one short), whatever part of it was asked for. */
+int cache_fetch_sized(struct cache *c, const char *key, size_t key_len, const char *etag,
+		      uint64_t obj_size, uint64_t off, size_t len, void *buf,
+		      rd_fetch_done_fn done, void *done_arg);
+
+/* Waits until every slab write queued before the call has finished (tests,
+ * benchmarks; never needed for correctness). Blocking; not from a done callback. */
+void cache_sync(struct cache *c);
+
+/* Snapshot of the counters (relaxed atomics). */
+void cache_get_stats(struct cache *c, struct cache_stats *out);
+
+/* --cache-clear on a cache that is not open: removes the cache files in dir
+ * (only ours, by fixed name). Fails with -EBUSY when another process owns it. */
+int cache_clear(const char *dir, char *msg, size_t msg_len);
+
+#endif

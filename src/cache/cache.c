@@ -1,0 +1,1153 @@
+/*
+ * cache — block cache in front of the inner fetch function (see cache.h).
+ *
+ * DESIGN
+ * Threads. One cache thread owns the io_uring ring, the index (index.c), the
+ * table of block operations in flight and the io buffer pool. Nothing else
+ * touches them, so none of it is locked. Two things cross into the cache thread,
+ * both through `q` (mutex + eventfd; the eventfd is read by the ring itself, so
+ * the thread sleeps in one place, io_uring_submit_and_wait):
+ *   - new requests (struct creq), pushed by cache_fetch on any thread;
+ *   - finished inner fetches (struct bop), pushed by the inner fetch's done
+ *     callback on the fetcher's thread.
+ * The eventfd is written only when a queue goes from empty to non-empty; the
+ * cache thread drains both queues whole on each wakeup.
+ *
+ * Work. A request is split into blocks; each block of a request is a `waiter`
+ * (where to copy from, where to, how much) attached to a block operation
+ * (struct bop) keyed by the block's 128-bit identity. A bop is one of
+ *   READ   slot -> buffer (io_uring), CRC32C check; on mismatch or I/O error the
+ *          slot is freed and the same bop turns into a FETCH;
+ *   FETCH  inner fetch -> buffer; waiters are served, then the bop turns into a
+ *   WRITE  buffer -> a slot claimed by CLOCK; the record is published when the
+ *          write completes. Waiters arriving meanwhile are served from the buffer.
+ * A bop lives in the in-flight table from creation to its end, so a second
+ * request for the same block joins it (single flight) instead of issuing I/O.
+ * Every bop holds one io buffer (a block_size, page-aligned, registered buffer)
+ * while it runs; without a free buffer it waits in a FIFO. A bop never waits for
+ * a second buffer, so the pool cannot deadlock.
+ * A request completes (done callback, on the cache thread) when its last waiter
+ * is served; a failed block fails the whole request with the first error.
+ */
+#include "feedfs/cache.h"
+#include "feedfs/log.h"
+#include "feedfs/util.h"
+
+#include "cksum_i.h"
+#include "index_i.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define TAG "cache"
+#define SLAB_FILE "slab"
+#define LOCK_FILE "lock"
+#define IO_ALIGN 4096u
+#define RING_ENTRIES 512u
+#define MAX_BUFFERS 256u
+#define INFLIGHT_BUCKETS 1024u
+#define DEFAULT_BUFFER_BYTES (64ull << 20)
+#define SIZE_UNKNOWN UINT64_MAX
+
+struct waiter {
+	struct creq *req;
+	char *dst;
+	uint32_t src_off;           /* offset inside the block */
+	uint32_t n;
+	struct waiter *next;
+};
+
+/* One caller request; key and etag are copied in after the waiters. */
+struct creq {
+	struct cache *c;
+	const char *key;
+	size_t key_len;
+	const char *etag;
+	struct cksum_h128 obj;
+	uint64_t obj_size;          /* SIZE_UNKNOWN for cache_fetch */
+	uint64_t off;
+	size_t len;
+	char *buf;
+	rd_fetch_done_fn done;
+	void *done_arg;
+	uint32_t nblocks, pending;
+	int err;
+	struct creq *qnext;
+	struct waiter w[];
+};
+
+struct iobuf {
+	char *p;
+	int index;                  /* registered buffer index */
+	struct iobuf *next;
+};
+
+enum bop_kind { BOP_READ, BOP_FETCH, BOP_WRITE };
+
+/* One block operation; its address is the io_uring user_data. */
+struct bop {
+	struct cache *c;
+	struct cksum_h128 id;
+	enum bop_kind kind;
+	int started;                /* has its buffer */
+	uint64_t blk;
+	uint32_t len;               /* block prefix this bop reads or fetches */
+	uint32_t io_len, io_done;   /* bytes of the current slab I/O (aligned up) */
+	uint32_t slot;
+	uint32_t data_crc;
+	ssize_t result;             /* inner fetch result */
+	char *key;
+	size_t key_len;
+	char *etag;
+	struct iobuf *buf;
+	struct waiter *waiters;
+	struct bop *hnext;          /* in-flight table chain */
+	struct bop *qnext;          /* buffer FIFO / completion queue */
+};
+
+struct cache_counters {
+	_Atomic uint64_t hits, misses, coalesced, bypass, inner_fetches, bytes_from_disk,
+		bytes_from_inner, bytes_written, checksum_failures, io_errors, evictions,
+		write_skipped, slots_used;
+};
+
+struct cache {
+	/* Immutable after cache_new. */
+	char *dir;
+	char *bucket;
+	uint32_t bs;
+	rd_fetch_fn inner;
+	void *inner_arg;
+	int dir_fd, lock_fd, slab_fd, efd;
+	int direct, registered, ring_ok;
+	pthread_t thread;
+	char *buf_mem;
+	size_t buf_mem_len;
+	uint32_t nbufs;
+
+	/* Locked part: hand-offs to the cache thread. Lock order: q.lock is a leaf. */
+	struct {
+		pthread_mutex_t lock;
+		struct creq *reqs, **reqs_tail;
+		struct bop *done, **done_tail;
+		int stopping;
+	} q;
+
+	/* Cache thread only. */
+	struct io_uring ring;
+	struct cache_index ix;
+	struct bop *inflight[INFLIGHT_BUCKETS];
+	struct iobuf *free_bufs;
+	struct iobuf *bufs;
+	struct bop *buf_wait, **buf_wait_tail;
+	uint64_t live;              /* requests + bops not finished */
+	uint64_t writes;            /* BOP_WRITE in flight */
+	struct creq *barriers;      /* cache_sync callers waiting for writes == 0 */
+	uint64_t efd_val;
+	int stop_seen;
+
+	struct cache_counters st;
+};
+
+#define CNT_ADD(c, f, v) atomic_fetch_add_explicit(&(c)->st.f, (v), memory_order_relaxed)
+
+static void bop_run(struct bop *op);
+static void bop_fetch(struct bop *op);
+
+/* ---- queue hand-offs (any thread) ---- */
+
+static void wake(struct cache *c)
+{
+	uint64_t one = 1;
+
+	/* Only a wakeup: the data crossed in the queue. */
+	if (write(c->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_err(TAG, "eventfd write: %s", strerror(errno));
+}
+
+static void push_req(struct cache *c, struct creq *r)
+{
+	int was_empty;
+
+	pthread_mutex_lock(&c->q.lock);
+	was_empty = !c->q.reqs && !c->q.done;
+	r->qnext = NULL;
+	*c->q.reqs_tail = r;
+	c->q.reqs_tail = &r->qnext;
+	pthread_mutex_unlock(&c->q.lock);
+	if (was_empty)
+		wake(c);
+}
+
+/* Inner fetch completion: runs on the fetcher's thread. */
+static void inner_done(void *arg, ssize_t result)
+{
+	struct bop *op = arg;
+	struct cache *c = op->c;
+	int was_empty;
+
+	op->result = result;
+	pthread_mutex_lock(&c->q.lock);
+	was_empty = !c->q.reqs && !c->q.done;
+	op->qnext = NULL;
+	*c->q.done_tail = op;
+	c->q.done_tail = &op->qnext;
+	pthread_mutex_unlock(&c->q.lock);
+	if (was_empty)
+		wake(c);
+}
+
+/* ---- cache thread: buffers, table, requests ---- */
+
+static struct io_uring_sqe *get_sqe(struct cache *c)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+
+	if (!sqe) {
+		io_uring_submit(&c->ring);
+		sqe = io_uring_get_sqe(&c->ring);
+	}
+	BUG_ON(!sqe);
+	return sqe;
+}
+
+static void arm_eventfd(struct cache *c)
+{
+	struct io_uring_sqe *sqe = get_sqe(c);
+
+	io_uring_prep_read(sqe, c->efd, &c->efd_val, sizeof(c->efd_val), 0);
+	io_uring_sqe_set_data(sqe, &c->efd_val);
+}
+
+static uint64_t table_slot(struct cksum_h128 id)
+{
+	return (id.lo >> 3) % INFLIGHT_BUCKETS;
+}
+
+static void table_add(struct cache *c, struct bop *op)
+{
+	struct bop **h = &c->inflight[table_slot(op->id)];
+
+	op->hnext = *h;
+	*h = op;
+}
+
+static void table_del(struct cache *c, struct bop *op)
+{
+	struct bop **pp = &c->inflight[table_slot(op->id)];
+
+	while (*pp && *pp != op)
+		pp = &(*pp)->hnext;
+	BUG_ON(!*pp);
+	*pp = op->hnext;
+}
+
+/* A bop for this block that will hold at least `need` bytes of it. */
+static struct bop *table_find(struct cache *c, struct cksum_h128 id, uint32_t need)
+{
+	for (struct bop *op = c->inflight[table_slot(id)]; op; op = op->hnext)
+		if (op->id.lo == id.lo && op->id.hi == id.hi && op->len >= need)
+			return op;
+	return NULL;
+}
+
+static void req_finish_block(struct creq *r, int err)
+{
+	if (err && !r->err)
+		r->err = err;
+	if (--r->pending)
+		return;
+	r->c->live--;
+	r->done(r->done_arg, r->err ? r->err : (ssize_t)r->len);
+	free(r);
+}
+
+static void serve(struct bop *op, struct waiter *w)
+{
+	memcpy(w->dst, op->buf->p + w->src_off, w->n);
+	req_finish_block(w->req, 0);
+}
+
+static void serve_all(struct bop *op, int err)
+{
+	struct waiter *w = op->waiters;
+
+	op->waiters = NULL;
+	while (w) {
+		struct waiter *next = w->next;
+
+		if (err)
+			req_finish_block(w->req, err);
+		else
+			serve(op, w);
+		w = next;
+	}
+}
+
+static void buf_put(struct cache *c, struct iobuf *b)
+{
+	struct bop *op = c->buf_wait;
+
+	if (op) {
+		c->buf_wait = op->qnext;
+		if (!c->buf_wait)
+			c->buf_wait_tail = &c->buf_wait;
+		op->buf = b;
+		op->started = 1;
+		bop_run(op);
+		return;
+	}
+	b->next = c->free_bufs;
+	c->free_bufs = b;
+}
+
+static void release_barriers(struct cache *c)
+{
+	struct creq *r = c->barriers;
+
+	c->barriers = NULL;
+	while (r) {
+		struct creq *next = r->qnext;
+
+		r->pending = 1;
+		req_finish_block(r, 0);
+		r = next;
+	}
+}
+
+static void bop_end(struct bop *op)
+{
+	struct cache *c = op->c;
+
+	BUG_ON(op->waiters);
+	if (op->kind == BOP_WRITE && --c->writes == 0)
+		release_barriers(c);
+	table_del(c, op);
+	c->live--;
+	if (op->buf)
+		buf_put(c, op->buf);
+	free(op->key);
+	free(op->etag);
+	free(op);
+}
+
+static struct bop *bop_new(struct cache *c, struct creq *r, struct cksum_h128 id,
+			   uint64_t blk, enum bop_kind kind, uint32_t len, uint32_t slot)
+{
+	struct bop *op = xcalloc(1, sizeof(*op));
+
+	op->c = c;
+	op->id = id;
+	op->blk = blk;
+	op->kind = kind;
+	op->len = len;
+	op->slot = slot;
+	op->key = xmalloc(r->key_len ? r->key_len : 1);
+	memcpy(op->key, r->key, r->key_len);
+	op->key_len = r->key_len;
+	op->etag = xstrdup(r->etag);
+	table_add(c, op);
+	c->live++;
+	return op;
+}
+
+/* Give the bop a buffer and run it, or queue it until a buffer is free. */
+static void bop_start(struct bop *op)
+{
+	struct cache *c = op->c;
+	struct iobuf *b = c->free_bufs;
+
+	if (!b) {
+		op->qnext = NULL;
+		*c->buf_wait_tail = op;
+		c->buf_wait_tail = &op->qnext;
+		return;
+	}
+	c->free_bufs = b->next;
+	op->buf = b;
+	op->started = 1;
+	bop_run(op);
+}
+
+static uint32_t align_up(uint32_t n)
+{
+	return (n + IO_ALIGN - 1) & ~(IO_ALIGN - 1);
+}
+
+static void submit_slab_io(struct bop *op)
+{
+	struct cache *c = op->c;
+	struct io_uring_sqe *sqe = get_sqe(c);
+	char *p = op->buf->p + op->io_done;
+	unsigned n = op->io_len - op->io_done;
+	uint64_t off = (uint64_t)op->slot * c->bs + op->io_done;
+	int rd = op->kind == BOP_READ;
+
+	if (c->registered) {
+		if (rd)
+			io_uring_prep_read_fixed(sqe, c->slab_fd, p, n, off, op->buf->index);
+		else
+			io_uring_prep_write_fixed(sqe, c->slab_fd, p, n, off, op->buf->index);
+	} else if (rd) {
+		io_uring_prep_read(sqe, c->slab_fd, p, n, off);
+	} else {
+		io_uring_prep_write(sqe, c->slab_fd, p, n, off);
+	}
+	io_uring_sqe_set_data(sqe, op);
+}
+
+static void bop_run(struct bop *op)
+{
+	op->io_done = 0;
+	switch (op->kind) {
+	case BOP_READ:
+		op->io_len = align_up(op->len);
+		submit_slab_io(op);
+		break;
+	case BOP_FETCH:
+		bop_fetch(op);
+		break;
+	case BOP_WRITE:
+		BUG_ON(1);  /* a WRITE is reached only from a FETCH that holds its buffer */
+	}
+}
+
+static void bop_fetch(struct bop *op)
+{
+	struct cache *c = op->c;
+	int rc;
+
+	op->kind = BOP_FETCH;
+	CNT_ADD(c, inner_fetches, 1);
+	rc = c->inner(c->inner_arg, op->key, op->key_len, op->etag,
+		      op->blk * c->bs, op->len, op->buf->p, inner_done, op);
+	if (rc < 0) {
+		log_warn(TAG, "inner fetch not queued: %s", strerror(-rc));
+		serve_all(op, rc);
+		bop_end(op);
+	}
+}
+
+/* The slot's data cannot be used: drop it and fetch the block instead. */
+static void read_failed(struct bop *op)
+{
+	struct cache *c = op->c;
+
+	if (c->ix.flags[op->slot] & IDX_F_VALID) {
+		idx_remove(&c->ix, op->slot);
+		atomic_store_explicit(&c->st.slots_used, c->ix.used, memory_order_relaxed);
+	}
+	c->ix.flags[op->slot] = 0;
+	op->slot = IDX_NONE;
+	bop_fetch(op);
+}
+
+static void read_complete(struct bop *op)
+{
+	struct cache *c = op->c;
+	struct idx_rec *r = &c->ix.rec[op->slot];
+	uint32_t crc = cksum_crc32c(0, op->buf->p, op->len);
+
+	if (crc != r->data_crc) {
+		CNT_ADD(c, checksum_failures, 1);
+		log_warn(TAG, "checksum mismatch in slot %u (block %llu): refetching",
+			 op->slot, (unsigned long long)op->blk);
+		read_failed(op);
+		return;
+	}
+	CNT_ADD(c, hits, 1);
+	CNT_ADD(c, bytes_from_disk, op->len);
+	c->ix.flags[op->slot] = (c->ix.flags[op->slot] | IDX_F_REF) & ~IDX_F_BUSY;
+	serve_all(op, 0);
+	bop_end(op);
+}
+
+/* The fetched block is with its waiters; now keep it, behind their backs. */
+static void start_write(struct bop *op)
+{
+	struct cache *c = op->c;
+	int evicted = 0;
+	uint32_t slot = idx_claim(&c->ix, &evicted);
+
+	if (slot == IDX_NONE) {
+		CNT_ADD(c, write_skipped, 1);
+		bop_end(op);
+		return;
+	}
+	if (evicted)
+		CNT_ADD(c, evictions, 1);
+	op->kind = BOP_WRITE;
+	c->writes++;
+	op->slot = slot;
+	op->data_crc = cksum_crc32c(0, op->buf->p, op->len);
+	op->io_len = align_up(op->len);
+	op->io_done = 0;
+	/* Never leave stale memory in the slot's tail (O_DIRECT writes whole pages). */
+	memset(op->buf->p + op->len, 0, op->io_len - op->len);
+	submit_slab_io(op);
+}
+
+static void write_complete(struct bop *op)
+{
+	struct cache *c = op->c;
+	uint32_t old = idx_lookup(&c->ix, op->id);
+
+	/* At most one record per identity: keep the longer prefix. */
+	if (old != IDX_NONE && (c->ix.flags[old] & IDX_F_BUSY || c->ix.rec[old].len >= op->len)) {
+		c->ix.flags[op->slot] = 0;
+	} else {
+		if (old != IDX_NONE)
+			idx_remove(&c->ix, old);
+		idx_insert(&c->ix, op->slot, op->id, op->data_crc, op->len);
+		c->ix.flags[op->slot] &= ~IDX_F_BUSY;
+		CNT_ADD(c, bytes_written, op->len);
+	}
+	atomic_store_explicit(&c->st.slots_used, c->ix.used, memory_order_relaxed);
+	bop_end(op);
+}
+
+static void fetch_complete(struct bop *op)
+{
+	struct cache *c = op->c;
+	ssize_t res = op->result;
+
+	if (res >= 0 && res != (ssize_t)op->len) {
+		log_err(TAG, "inner fetch returned %zd bytes, asked for %u", res, op->len);
+		res = -EIO;
+	}
+	if (res < 0) {
+		serve_all(op, (int)res);
+		bop_end(op);
+		return;
+	}
+	CNT_ADD(c, misses, 1);
+	CNT_ADD(c, bytes_from_inner, op->len);
+	serve_all(op, 0);
+	start_write(op);
+}
+
+static void slab_cqe(struct bop *op, int res)
+{
+	struct cache *c = op->c;
+
+	if (res == -EAGAIN || res == -EINTR) {
+		submit_slab_io(op);
+		return;
+	}
+	if (res > 0) {
+		op->io_done += (uint32_t)res;
+		if (op->io_done < op->io_len) {     /* short: requeue the rest */
+			submit_slab_io(op);
+			return;
+		}
+	}
+	if (res <= 0) {
+		CNT_ADD(c, io_errors, 1);
+		log_err(TAG, "slab %s of slot %u: %s", op->kind == BOP_READ ? "read" : "write",
+			op->slot, res ? strerror(-res) : "unexpected end of file");
+		if (op->kind == BOP_READ) {
+			read_failed(op);
+		} else {
+			c->ix.flags[op->slot] = 0;
+			bop_end(op);
+		}
+		return;
+	}
+	if (op->kind == BOP_READ)
+		read_complete(op);
+	else
+		write_complete(op);
+}
+
+/* Split a new request into waiters on block operations. */
+static void req_begin(struct cache *c, struct creq *r)
+{
+	uint64_t first = r->off / c->bs;
+
+	c->live++;
+	if (r->nblocks == 0) {              /* cache_sync barrier */
+		r->qnext = c->barriers;
+		c->barriers = r;
+		if (c->writes == 0)
+			release_barriers(c);
+		return;
+	}
+	r->pending = r->nblocks + 1;        /* +1: not done before the loop ends */
+	for (uint32_t i = 0; i < r->nblocks; i++) {
+		uint64_t blk = first + i, bstart = blk * c->bs;
+		uint64_t s = r->off > bstart ? r->off : bstart;
+		uint64_t e = r->off + r->len < bstart + c->bs ? r->off + r->len : bstart + c->bs;
+		struct waiter *w = &r->w[i];
+		struct cksum_h128 id = cksum_h128_block(r->obj, blk);
+		uint32_t need = (uint32_t)(e - bstart), want = need;
+		struct bop *op;
+		uint32_t slot;
+
+		w->req = r;
+		w->dst = r->buf + (s - r->off);
+		w->src_off = (uint32_t)(s - bstart);
+		w->n = (uint32_t)(e - s);
+		if (r->obj_size != SIZE_UNKNOWN)
+			want = r->obj_size - bstart < c->bs ? (uint32_t)(r->obj_size - bstart) : c->bs;
+
+		op = table_find(c, id, need);
+		if (op) {
+			CNT_ADD(c, coalesced, 1);
+			if (op->kind == BOP_WRITE) {
+				serve(op, w);
+			} else {
+				w->next = op->waiters;
+				op->waiters = w;
+			}
+			continue;
+		}
+		slot = idx_lookup(&c->ix, id);
+		if (slot != IDX_NONE && !(c->ix.flags[slot] & IDX_F_BUSY) &&
+		    c->ix.rec[slot].len >= need) {
+			c->ix.flags[slot] |= IDX_F_BUSY;
+			op = bop_new(c, r, id, blk, BOP_READ, c->ix.rec[slot].len, slot);
+		} else {
+			op = bop_new(c, r, id, blk, BOP_FETCH, want, IDX_NONE);
+		}
+		w->next = NULL;
+		op->waiters = w;
+		bop_start(op);
+	}
+	req_finish_block(r, 0);
+}
+
+static void drain_queues(struct cache *c)
+{
+	struct creq *r;
+	struct bop *op;
+
+	pthread_mutex_lock(&c->q.lock);
+	r = c->q.reqs;
+	op = c->q.done;
+	c->q.reqs = NULL;
+	c->q.reqs_tail = &c->q.reqs;
+	c->q.done = NULL;
+	c->q.done_tail = &c->q.done;
+	c->stop_seen = c->q.stopping;
+	pthread_mutex_unlock(&c->q.lock);
+
+	while (op) {
+		struct bop *next = op->qnext;
+
+		fetch_complete(op);
+		op = next;
+	}
+	while (r) {
+		struct creq *next = r->qnext;
+
+		req_begin(c, r);
+		r = next;
+	}
+}
+
+static void *cache_thread(void *arg)
+{
+	struct cache *c = arg;
+
+	arm_eventfd(c);
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+		int rc = io_uring_submit_and_wait(&c->ring, 1);
+
+		if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+			log_err(TAG, "io_uring_submit_and_wait: %s", strerror(-rc));
+			abort();
+		}
+		io_uring_for_each_cqe(&c->ring, head, cqe) {
+			void *ud = io_uring_cqe_get_data(cqe);
+			int res = cqe->res;
+
+			n++;
+			if (ud == &c->efd_val) {
+				drain_queues(c);
+				arm_eventfd(c);
+			} else {
+				/* Handlers may queue SQEs but never reap CQEs: safe here. */
+				slab_cqe(ud, res);
+			}
+		}
+		io_uring_cq_advance(&c->ring, n);
+		if (c->stop_seen && c->live == 0)
+			break;
+	}
+	return NULL;
+}
+
+/* ---- request entry points (any thread) ---- */
+
+static struct cksum_h128 object_id(const struct cache *c, const char *key, size_t key_len,
+				   const char *etag)
+{
+	struct cksum_h128_state s;
+
+	cksum_h128_init(&s);
+	cksum_h128_field(&s, c->bucket, strlen(c->bucket));
+	cksum_h128_field(&s, key, key_len);
+	cksum_h128_field(&s, etag, strlen(etag));
+	return cksum_h128_final(&s);
+}
+
+static int submit(struct cache *c, const char *key, size_t key_len, const char *etag,
+		  uint64_t obj_size, uint64_t off, size_t len, void *buf,
+		  rd_fetch_done_fn done, void *done_arg)
+{
+	uint64_t nblocks;
+	size_t etag_len, w_bytes;
+	struct creq *r;
+	char *p;
+
+	if (!len || !buf || !done || off + len < off)
+		return -EINVAL;
+	if (!etag || !etag[0]) {
+		/* Without a version we could not tell a changed object: no caching. */
+		CNT_ADD(c, bypass, 1);
+		return c->inner(c->inner_arg, key, key_len, etag, off, len, buf, done, done_arg);
+	}
+	if (obj_size != SIZE_UNKNOWN && off + len > obj_size)
+		return -EINVAL;
+	nblocks = (off + len - 1) / c->bs - off / c->bs + 1;
+	if (nblocks > UINT32_MAX / 2)
+		return -EINVAL;
+	etag_len = strlen(etag);
+	w_bytes = sizeof(*r) + nblocks * sizeof(struct waiter);
+	r = xcalloc(1, w_bytes + key_len + etag_len + 1);
+	p = (char *)r + w_bytes;
+	memcpy(p, key, key_len);
+	r->key = p;
+	r->key_len = key_len;
+	memcpy(p + key_len, etag, etag_len + 1);
+	r->etag = p + key_len;
+	r->c = c;
+	r->obj = object_id(c, key, key_len, etag);
+	r->obj_size = obj_size;
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	r->done = done;
+	r->done_arg = done_arg;
+	r->nblocks = (uint32_t)nblocks;
+	push_req(c, r);
+	return 0;
+}
+
+struct cache_barrier {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int done;
+};
+
+static void barrier_done(void *arg, ssize_t res)
+{
+	struct cache_barrier *b = arg;
+
+	pthread_mutex_lock(&b->m);
+	b->done = 1;
+	pthread_cond_signal(&b->cv);
+	pthread_mutex_unlock(&b->m);
+}
+
+int cache_fetch(void *fetch_arg, const char *key, size_t key_len, const char *if_match,
+		uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
+{
+	return submit(fetch_arg, key, key_len, if_match, SIZE_UNKNOWN, off, len, buf,
+		      done, done_arg);
+}
+
+int cache_fetch_sized(struct cache *c, const char *key, size_t key_len, const char *etag,
+		      uint64_t obj_size, uint64_t off, size_t len, void *buf,
+		      rd_fetch_done_fn done, void *done_arg)
+{
+	if (obj_size == SIZE_UNKNOWN)
+		return -EINVAL;
+	return submit(c, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
+}
+
+void cache_sync(struct cache *c)
+{
+	struct cache_barrier b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	struct creq *r = xcalloc(1, sizeof(*r));
+
+	r->c = c;
+	r->done = barrier_done;
+	r->done_arg = &b;
+	push_req(c, r);
+	pthread_mutex_lock(&b.m);
+	while (!b.done)
+		pthread_cond_wait(&b.cv, &b.m);
+	pthread_mutex_unlock(&b.m);
+}
+
+void cache_get_stats(struct cache *c, struct cache_stats *o)
+{
+#define LD(f) atomic_load_explicit(&c->st.f, memory_order_relaxed)
+	memset(o, 0, sizeof(*o));
+	o->hits = LD(hits);
+	o->misses = LD(misses);
+	o->coalesced = LD(coalesced);
+	o->bypass = LD(bypass);
+	o->inner_fetches = LD(inner_fetches);
+	o->bytes_from_disk = LD(bytes_from_disk);
+	o->bytes_from_inner = LD(bytes_from_inner);
+	o->bytes_written = LD(bytes_written);
+	o->checksum_failures = LD(checksum_failures);
+	o->io_errors = LD(io_errors);
+	o->evictions = LD(evictions);
+	o->write_skipped = LD(write_skipped);
+	o->slots_used = LD(slots_used);
+#undef LD
+	o->slots = c->ix.nslots;
+	o->block_size = c->bs;
+	o->direct_io = c->direct;
+	o->registered_buffers = c->registered;
+	o->recovered_unclean = c->ix.recovered_unclean;
+}
+
+/* ---- setup and teardown ---- */
+
+/* Takes the per-dir lock; on -EBUSY names the owner in msg. */
+static int lock_dir(int dir_fd, const char *dir, int *out_fd, char *msg, size_t msg_len)
+{
+	int fd = openat(dir_fd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	char pid[32];
+	int rc, n;
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(msg, msg_len, "cache dir %s is not writable: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		n = (int)pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? n : 0] = '\0';
+		pid[strcspn(pid, "\n")] = '\0';
+		snprintf(msg, msg_len, "cache dir %s is in use by feedfs pid %s; give each mount "
+			 "its own --cache-dir", dir, pid[0] ? pid : "(unknown)");
+		close(fd);
+		return rc;
+	}
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn(TAG, "cannot record our pid in %s/%s", dir, LOCK_FILE);
+	*out_fd = fd;
+	return 0;
+}
+
+/* Opens the cache dir, creating it 0700. */
+static int open_dir(const char *dir, int *out, char *msg, size_t msg_len)
+{
+	struct stat st;
+	int fd, rc;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(msg, msg_len, "cannot create cache dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(msg, msg_len, "cannot open cache dir %s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) == 0 && (st.st_mode & 077))
+		log_warn(TAG, "cache dir %s is accessible to other users (mode %03o)", dir,
+			 st.st_mode & 0777);
+	if (faccessat(fd, ".", W_OK, AT_EACCESS) < 0) {
+		rc = -errno;
+		snprintf(msg, msg_len, "cache dir %s is not writable: %s", dir, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Cache size in blocks: the configured size, or half of what is free beyond
+ * the 5% reserve. Space the slab already holds counts as free. */
+static int size_slots(const struct cache_config *cfg, int dir_fd, uint32_t bs,
+		      uint32_t *out, char *msg, size_t msg_len)
+{
+	struct statvfs vfs;
+	struct stat st;
+	uint64_t have = 0, avail, reserve, usable, size, n;
+
+	if (fstatvfs(dir_fd, &vfs) < 0) {
+		snprintf(msg, msg_len, "cannot stat cache dir %s: %s", cfg->dir, strerror(errno));
+		return -errno;
+	}
+	if (fstatat(dir_fd, SLAB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && !cfg->clear)
+		have = (uint64_t)st.st_blocks * 512;
+	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize + have;
+	reserve = (uint64_t)vfs.f_blocks * vfs.f_frsize * CACHE_DISK_RESERVE_PCT / 100;
+	usable = avail > reserve ? avail - reserve : 0;
+	size = cfg->size_bytes ? cfg->size_bytes : usable / 2;
+	if (size > usable) {
+		snprintf(msg, msg_len, "--cache-size %llu MiB is more than the %llu MiB free on %s "
+			 "once %u%% of the disk is kept free", (unsigned long long)(size >> 20),
+			 (unsigned long long)(usable >> 20), cfg->dir, CACHE_DISK_RESERVE_PCT);
+		return -ENOSPC;
+	}
+	n = size / bs;
+	if (n < CACHE_MIN_SLOTS) {
+		snprintf(msg, msg_len, "cache size %llu bytes is too small: it must hold at least "
+			 "%u blocks of %u bytes", (unsigned long long)size, CACHE_MIN_SLOTS, bs);
+		return -EINVAL;
+	}
+	if (n > UINT32_MAX - 1)
+		n = UINT32_MAX - 1;
+	*out = (uint32_t)n;
+	return 0;
+}
+
+/* O_DIRECT where the filesystem takes it (probed with one aligned read). */
+static int open_slab(struct cache *c, uint32_t nslots, int no_direct, char *msg, size_t msg_len)
+{
+	off_t len = (off_t)nslots * c->bs;
+	struct stat st;
+	int rc;
+
+	c->slab_fd = -1;
+	if (!no_direct)
+		c->slab_fd = openat(c->dir_fd, SLAB_FILE,
+				    O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_DIRECT, 0600);
+	if (c->slab_fd >= 0) {
+		c->direct = 1;
+	} else {
+		c->slab_fd = openat(c->dir_fd, SLAB_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+				    0600);
+		if (c->slab_fd < 0) {
+			rc = -errno;
+			snprintf(msg, msg_len, "cannot open %s/%s: %s", c->dir, SLAB_FILE, strerror(-rc));
+			return rc;
+		}
+	}
+	if (fstat(c->slab_fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(msg, msg_len, "%s/%s is not a regular file", c->dir, SLAB_FILE);
+		return -EINVAL;
+	}
+	if (c->ix.wiped || st.st_size != len) {
+		if (ftruncate(c->slab_fd, 0) < 0 || ftruncate(c->slab_fd, len) < 0) {
+			rc = -errno;
+			snprintf(msg, msg_len, "cannot size %s/%s: %s", c->dir, SLAB_FILE, strerror(-rc));
+			return rc;
+		}
+	}
+	/* Reserve the space now so that a full disk shows up here, not mid-run. */
+	rc = posix_fallocate(c->slab_fd, 0, len);
+	if (rc && rc != EOPNOTSUPP && rc != EINVAL) {
+		snprintf(msg, msg_len, "cannot reserve %lld MiB for %s/%s: %s",
+			 (long long)(len >> 20), c->dir, SLAB_FILE, strerror(rc));
+		return -rc;
+	}
+	if (c->direct) {
+		void *probe;
+		ssize_t n = -1;
+
+		if (posix_memalign(&probe, IO_ALIGN, IO_ALIGN) == 0) {
+			n = pread(c->slab_fd, probe, IO_ALIGN, 0);
+			free(probe);
+		}
+		if (n < 0) {
+			log_info(TAG, "O_DIRECT refused by the filesystem of %s: using buffered I/O",
+				 c->dir);
+			close(c->slab_fd);
+			c->direct = 0;
+			return open_slab(c, nslots, 1, msg, msg_len);
+		}
+	}
+	return 0;
+}
+
+static int setup_buffers(struct cache *c, uint64_t want_bytes)
+{
+	uint64_t n = (want_bytes ? want_bytes : DEFAULT_BUFFER_BYTES) / c->bs;
+	struct iovec *iov;
+	int rc;
+
+	if (n < 4)
+		n = 4;
+	if (n > MAX_BUFFERS)
+		n = MAX_BUFFERS;
+	c->nbufs = (uint32_t)n;
+	c->buf_mem_len = (size_t)n * c->bs;
+	c->buf_mem = mmap(NULL, c->buf_mem_len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (c->buf_mem == MAP_FAILED) {
+		c->buf_mem = NULL;
+		return -ENOMEM;
+	}
+	c->bufs = xcalloc(n, sizeof(*c->bufs));
+	iov = xcalloc(n, sizeof(*iov));
+	for (uint32_t i = 0; i < n; i++) {
+		c->bufs[i].p = c->buf_mem + (size_t)i * c->bs;
+		c->bufs[i].index = (int)i;
+		c->bufs[i].next = c->free_bufs;
+		c->free_bufs = &c->bufs[i];
+		iov[i].iov_base = c->bufs[i].p;
+		iov[i].iov_len = c->bs;
+	}
+	rc = io_uring_register_buffers(&c->ring, iov, (unsigned)n);
+	c->registered = rc == 0;
+	if (rc < 0)
+		log_info(TAG, "io buffers not registered (%s): plain reads and writes",
+			 strerror(-rc));
+	free(iov);
+	return 0;
+}
+
+static void cache_free(struct cache *c, int clean)
+{
+	if (c->ring_ok)
+		io_uring_queue_exit(&c->ring);
+	if (c->ix.map) {
+		if (clean && c->slab_fd >= 0 && fdatasync(c->slab_fd) < 0)
+			log_warn(TAG, "fdatasync slab: %s", strerror(errno));
+		idx_close(&c->ix, clean);
+	}
+	if (c->buf_mem)
+		munmap(c->buf_mem, c->buf_mem_len);
+	free(c->bufs);
+	if (c->slab_fd >= 0)
+		close(c->slab_fd);
+	if (c->efd >= 0)
+		close(c->efd);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);     /* releases the flock */
+	if (c->dir_fd >= 0)
+		close(c->dir_fd);
+	pthread_mutex_destroy(&c->q.lock);
+	free(c->dir);
+	free(c->bucket);
+	free(c);
+}
+
+int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, size_t msg_len)
+{
+	struct cache *c;
+	uint32_t bs = cfg->block_size ? cfg->block_size : CACHE_BLOCK_DEFAULT;
+	uint32_t nslots;
+	int rc;
+
+	*out = NULL;
+	if (!cfg->dir || !cfg->dir[0] || !cfg->inner) {
+		snprintf(msg, msg_len, "cache: no directory or no fetch function");
+		return -EINVAL;
+	}
+	if (bs < CACHE_BLOCK_MIN || bs > CACHE_BLOCK_MAX || (bs & (bs - 1))) {
+		snprintf(msg, msg_len, "--block-size %u is not a power of two between %u KiB "
+			 "and %u MiB", bs, CACHE_BLOCK_MIN >> 10, CACHE_BLOCK_MAX >> 20);
+		return -EINVAL;
+	}
+	c = xcalloc(1, sizeof(*c));
+	c->dir_fd = c->lock_fd = c->slab_fd = c->efd = -1;
+	c->ix.fd = -1;
+	c->dir = xstrdup(cfg->dir);
+	c->bucket = xstrdup(cfg->bucket ? cfg->bucket : "");
+	c->bs = bs;
+	c->inner = cfg->inner;
+	c->inner_arg = cfg->inner_arg;
+	pthread_mutex_init(&c->q.lock, NULL);
+	c->q.reqs_tail = &c->q.reqs;
+	c->q.done_tail = &c->q.done;
+	c->buf_wait_tail = &c->buf_wait;
+
+	rc = open_dir(cfg->dir, &c->dir_fd, msg, msg_len);
+	if (rc < 0)
+		goto fail;
+	rc = lock_dir(c->dir_fd, cfg->dir, &c->lock_fd, msg, msg_len);
+	if (rc < 0)
+		goto fail;
+	rc = size_slots(cfg, c->dir_fd, bs, &nslots, msg, msg_len);
+	if (rc < 0)
+		goto fail;
+	rc = idx_open(&c->ix, c->dir_fd, bs, nslots, cfg->clear, msg, msg_len);
+	if (rc < 0)
+		goto fail;
+	rc = open_slab(c, nslots, cfg->no_direct, msg, msg_len);
+	if (rc < 0)
+		goto fail;
+	c->efd = eventfd(0, EFD_CLOEXEC);
+	if (c->efd < 0) {
+		rc = -errno;
+		snprintf(msg, msg_len, "eventfd: %s", strerror(-rc));
+		goto fail;
+	}
+	rc = io_uring_queue_init(RING_ENTRIES, &c->ring, 0);
+	if (rc < 0) {
+		snprintf(msg, msg_len, "io_uring setup failed: %s", strerror(-rc));
+		goto fail;
+	}
+	c->ring_ok = 1;
+	rc = setup_buffers(c, cfg->buffer_bytes);
+	if (rc < 0) {
+		snprintf(msg, msg_len, "cannot allocate cache io buffers: %s", strerror(-rc));
+		goto fail;
+	}
+	atomic_store(&c->st.slots_used, c->ix.used);
+	rc = -pthread_create(&c->thread, NULL, cache_thread, c);
+	if (rc < 0) {
+		snprintf(msg, msg_len, "cannot start cache thread: %s", strerror(-rc));
+		goto fail;
+	}
+	log_info(TAG, "%s: %u blocks of %u KiB (%llu MiB), %u cached%s, %s, %s buffers",
+		 c->dir, nslots, bs >> 10, (unsigned long long)(((uint64_t)nslots * bs) >> 20),
+		 c->ix.used, c->ix.recovered_unclean ? " after an unclean shutdown" : "",
+		 c->direct ? "O_DIRECT" : "buffered", c->registered ? "registered" : "plain");
+	*out = c;
+	return 0;
+fail:
+	cache_free(c, 0);
+	return rc;
+}
+
+void cache_destroy(struct cache *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->q.lock);
+	c->q.stopping = 1;
+	pthread_mutex_unlock(&c->q.lock);
+	wake(c);
+	pthread_join(c->thread, NULL);
+	cache_free(c, 1);
+}
+
+int cache_clear(const char *dir, char *msg, size_t msg_len)
+{
+	static const char *const files[] = { IDX_FILE, SLAB_FILE };
+	int dfd, lfd = -1, rc;
+
+	rc = open_dir(dir, &dfd, msg, msg_len);
+	if (rc < 0)
+		return rc;
+	rc = lock_dir(dfd, dir, &lfd, msg, msg_len);
+	for (size_t i = 0; rc == 0 && i < sizeof(files) / sizeof(files[0]); i++) {
+		if (unlinkat(dfd, files[i], 0) < 0 && errno != ENOENT) {
+			rc = -errno;
+			snprintf(msg, msg_len, "cannot remove %s/%s: %s", dir, files[i], strerror(-rc));
+		}
+	}
+	if (lfd >= 0)
+		close(lfd);
+	close(dfd);
+	return rc;
+}

@@ -1,0 +1,1019 @@
+/*
+ * test_cache — the block cache over a fake inner fetch (src/cache/).
+ *
+ * Every test uses its own cache dir under /tmp and a fake inner fetch that
+ * serves a deterministic pattern per (key, ETag) on its own thread and counts
+ * calls. FEEDFS_CACHE_BENCH=DIR runs the warm-read measurement instead
+ * (see docs/CACHE.md); it is not a test.
+ */
+#include "harness.h"
+
+#include "feedfs/cache.h"
+#include "feedfs/log.h"
+
+#include "../../src/cache/cksum_i.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+struct fake_req {
+	char key[256];
+	char etag[64];
+	uint64_t off;
+	size_t len;
+	void *buf;
+	rd_fetch_done_fn done;
+	void *arg;
+	struct fake_req *next;
+};
+
+struct fake {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct fake_req *head, **tail;
+	int stop, gate_closed;
+	char current_etag[64];      /* "" : any If-Match accepted */
+	_Atomic uint64_t calls, bytes, pending;
+	_Atomic uint64_t last_len;
+	pthread_t thr;
+};
+
+static uint64_t fake_mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ull;
+	x ^= x >> 27;
+	x *= 0x81dadef4bc2dd44dull;
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t fake_seed(const char *key, const char *etag)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (const char *p = key; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	h = (h ^ 0xff) * 1099511628211ull;
+	for (const char *p = etag ? etag : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
+/* The source bytes of (key, etag) at [off, off+len). */
+static void fake_fill(char *dst, uint64_t seed, uint64_t off, size_t len)
+{
+	uint64_t word = UINT64_MAX, v = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		uint64_t o = off + i;
+
+		if ((o >> 3) != word) {
+			word = o >> 3;
+			v = fake_mix(word ^ seed);
+		}
+		dst[i] = (char)(v >> ((o & 7) * 8));
+	}
+}
+
+static int fake_check(const char *buf, const char *key, const char *etag, uint64_t off, size_t len)
+{
+	char *want = malloc(len);
+	int ok;
+
+	fake_fill(want, fake_seed(key, etag), off, len);
+	ok = memcmp(want, buf, len) == 0;
+	free(want);
+	return ok;
+}
+
+static void *fake_worker(void *arg)
+{
+	struct fake *f = arg;
+
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		while (!f->stop && (!f->head || f->gate_closed))
+			pthread_cond_wait(&f->cond, &f->lock);
+		if (!f->head && f->stop)
+			break;
+		if (!f->head)
+			continue;
+		struct fake_req *r = f->head;
+
+		f->head = r->next;
+		if (!f->head)
+			f->tail = &f->head;
+		int stale = f->current_etag[0] && strcmp(f->current_etag, r->etag) != 0;
+		pthread_mutex_unlock(&f->lock);
+		if (!stale)
+			fake_fill(r->buf, fake_seed(r->key, r->etag), r->off, r->len);
+		atomic_fetch_sub(&f->pending, 1);
+		r->done(r->arg, stale ? -ESTALE : (ssize_t)r->len);
+		free(r);
+		pthread_mutex_lock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+/* rd_fetch_fn */
+static int fake_fetch(void *fetch_arg, const char *key, size_t key_len, const char *if_match,
+		      uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
+{
+	struct fake *f = fetch_arg;
+	struct fake_req *r = calloc(1, sizeof(*r));
+
+	if (!r || key_len >= sizeof(r->key))
+		return -EINVAL;
+	memcpy(r->key, key, key_len);
+	snprintf(r->etag, sizeof(r->etag), "%s", if_match ? if_match : "");
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	r->done = done;
+	r->arg = done_arg;
+	atomic_fetch_add(&f->calls, 1);
+	atomic_fetch_add(&f->bytes, len);
+	atomic_fetch_add(&f->pending, 1);
+	atomic_store(&f->last_len, len);
+	pthread_mutex_lock(&f->lock);
+	*f->tail = r;
+	f->tail = &r->next;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+static void fake_start(struct fake *f)
+{
+	memset(f, 0, sizeof(*f));
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	f->tail = &f->head;
+	pthread_create(&f->thr, NULL, fake_worker, f);
+}
+
+static void fake_gate(struct fake *f, int closed)
+{
+	pthread_mutex_lock(&f->lock);
+	f->gate_closed = closed;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static void fake_stop(struct fake *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->stop = 1;
+	f->gate_closed = 0;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(f->thr, NULL);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+}
+
+/* Blocking wrapper over cache_fetch / cache_fetch_sized (size 0: unknown). */
+struct sync_wait {
+	pthread_mutex_t m;
+	pthread_cond_t cv;
+	int done;
+	ssize_t res;
+};
+
+static void sync_done(void *arg, ssize_t res)
+{
+	struct sync_wait *w = arg;
+
+	pthread_mutex_lock(&w->m);
+	w->res = res;
+	w->done = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->m);
+}
+
+static ssize_t sync_wait_for(struct sync_wait *w)
+{
+	pthread_mutex_lock(&w->m);
+	while (!w->done)
+		pthread_cond_wait(&w->cv, &w->m);
+	pthread_mutex_unlock(&w->m);
+	pthread_mutex_destroy(&w->m);
+	pthread_cond_destroy(&w->cv);
+	return w->res;
+}
+
+static ssize_t cread(struct cache *c, const char *key, const char *etag, uint64_t size,
+		     uint64_t off, size_t len, void *buf)
+{
+	struct sync_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	int rc = size ? cache_fetch_sized(c, key, strlen(key), etag, size, off, len, buf,
+					  sync_done, &w)
+		      : cache_fetch(c, key, strlen(key), etag, off, len, buf, sync_done, &w);
+
+	if (rc < 0)
+		return rc;
+	return sync_wait_for(&w);
+}
+
+
+/* ---- per-test fixture ---- */
+
+#define KB 1024ull
+#define MB (1024ull * 1024)
+#define GB (1024ull * MB)
+#define TBS (64 * 1024u)           /* test block size */
+
+static char tdir[256];
+static int tcount;
+static int t_no_direct;            /* open_cache: force buffered slab I/O */
+
+static void rm_dir(const char *d)
+{
+	static const char *const names[] = { "index", "slab", "lock" };
+	char p[512];
+
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", d, names[i]);
+		unlink(p);
+	}
+	rmdir(d);
+}
+
+static const char *new_dir(void)
+{
+	snprintf(tdir, sizeof(tdir), "/tmp/feedfs-cache-test.%d.%d", (int)getpid(), tcount++);
+	rm_dir(tdir);
+	return tdir;
+}
+
+static struct cache *open_cache(struct fake *f, const char *dir, uint64_t size, uint32_t bs)
+{
+	struct cache_config cfg = {
+		.dir = dir, .size_bytes = size, .block_size = bs, .bucket = "bkt",
+		.inner = fake_fetch, .inner_arg = f, .buffer_bytes = 16 * (uint64_t)bs,
+		.no_direct = t_no_direct,
+	};
+	struct cache *c = NULL;
+	char msg[256] = "";
+	int rc = cache_new(&cfg, &c, msg, sizeof(msg));
+
+	if (rc < 0)
+		harness_fail(__FILE__, __LINE__, "cache_new: %d %s", rc, msg);
+	return c;
+}
+
+static void stats(struct cache *c, struct cache_stats *s)
+{
+	cache_get_stats(c, s);
+}
+
+/* Reads [0, size) in chunks of `chunk` and checks every byte. */
+static int read_all(struct cache *c, const char *key, const char *etag, uint64_t size,
+		    size_t chunk, int sized)
+{
+	char *buf = malloc(chunk);
+	int ok = 1;
+
+	for (uint64_t off = 0; off < size; off += chunk) {
+		size_t n = size - off < chunk ? size - off : chunk;
+		ssize_t r = cread(c, key, etag, sized ? size : 0, off, n, buf);
+
+		if (r != (ssize_t)n || !fake_check(buf, key, etag, off, n)) {
+			ok = 0;
+			break;
+		}
+	}
+	free(buf);
+	return ok;
+}
+
+/* ---- tests ---- */
+
+static void t_crc32c(void)
+{
+	static const struct { const char *in; uint32_t crc; } v[] = {
+		{ "", 0 }, { "a", 0xC1D04330 }, { "123456789", 0xE3069283 },
+		{ "The quick brown fox jumps over the lazy dog", 0x22620404 },
+	};
+	char buf[1000];
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		CHECK_EQ_INT(cksum_crc32c(0, v[i].in, strlen(v[i].in)), v[i].crc);
+		CHECK_EQ_INT(cksum_crc32c_sw(0, v[i].in, strlen(v[i].in)), v[i].crc);
+	}
+	fake_fill(buf, 42, 3, sizeof(buf));
+	for (size_t n = 0; n < sizeof(buf); n += 37) {
+		CHECK_EQ_INT(cksum_crc32c(0, buf + 1, n), cksum_crc32c_sw(0, buf + 1, n));
+		/* incremental == one shot */
+		CHECK_EQ_INT(cksum_crc32c(cksum_crc32c(0, buf, n / 2), buf + n / 2, n - n / 2),
+			     cksum_crc32c(0, buf, n));
+	}
+}
+
+static void t_hash_fields(void)
+{
+	struct cksum_h128_state s1, s2;
+	struct cksum_h128 a, b, x, y;
+
+	cksum_h128_init(&s1);
+	cksum_h128_field(&s1, "ab", 2);
+	cksum_h128_field(&s1, "c", 1);
+	cksum_h128_init(&s2);
+	cksum_h128_field(&s2, "a", 1);
+	cksum_h128_field(&s2, "bc", 2);
+	a = cksum_h128_final(&s1);
+	b = cksum_h128_final(&s2);
+	CHECK(a.lo != b.lo || a.hi != b.hi);
+	x = cksum_h128_block(a, 0);
+	y = cksum_h128_block(a, 1);
+	CHECK(x.lo != y.lo && x.hi != y.hi);
+	CHECK(x.lo || x.hi);
+}
+
+static void t_config_errors(void)
+{
+	struct fake f;
+	static const struct {
+		const char *dir; uint64_t size; uint32_t bs; int no_inner; int rc; const char *word;
+	} cases[] = {
+		{ NULL, 0, 0, 0, -EINVAL, "directory" },
+		{ "D", 1 * MB, 3000, 0, -EINVAL, "power of two" },
+		{ "D", 1 * MB, 128 * MB, 0, -EINVAL, "power of two" },
+		{ "D", 100 * KB, TBS, 0, -EINVAL, "too small" },
+		{ "D", 1ull << 60, TBS, 0, -ENOSPC, "free" },
+		{ "D", 1 * MB, TBS, 1, -EINVAL, "fetch" },
+		{ "/proc/version/x", 1 * MB, TBS, 0, -ENOTDIR, "cache dir" },
+		{ "/proc/feedfs-nope", 1 * MB, TBS, 0, -ENOENT, "cache dir" },
+	};
+
+	fake_start(&f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *d = cases[i].dir && !strcmp(cases[i].dir, "D") ? new_dir() : cases[i].dir;
+		struct cache_config cfg = { .dir = d, .size_bytes = cases[i].size,
+			.block_size = cases[i].bs, .inner = cases[i].no_inner ? NULL : fake_fetch,
+			.inner_arg = &f };
+		struct cache *c = (void *)1;
+		char msg[256] = "";
+		int rc = cache_new(&cfg, &c, msg, sizeof(msg));
+
+		CHECK_EQ_INT(rc, cases[i].rc);
+		CHECK(c == NULL);
+		if (!strstr(msg, cases[i].word))
+			harness_fail(__FILE__, __LINE__, "case %zu: message '%s' lacks '%s'", i, msg,
+				     cases[i].word);
+		if (d && d == tdir)
+			rm_dir(d);
+	}
+	fake_stop(&f);
+}
+
+static void t_modes_and_names(void)
+{
+	struct fake f;
+	const char *d = new_dir();
+	struct stat st;
+	char p[512], buf[100];
+	struct cache *c;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 1 * MB, TBS);
+	if (!c)
+		goto out;
+	CHECK_EQ_INT(cread(c, "../../etc/passwd", "\"e\"", 0, 0, sizeof(buf), buf), sizeof(buf));
+	CHECK_EQ_INT(stat(d, &st), 0);
+	CHECK_EQ_INT(st.st_mode & 0777, 0700);
+	static const char *const names[] = { "index", "slab", "lock" };
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", d, names[i]);
+		CHECK_EQ_INT(stat(p, &st), 0);
+		CHECK_EQ_INT(st.st_mode & 0777, 0600);
+	}
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* Every byte served equals the source, across block boundaries, sized or not;
+ * a second pass is served from disk with no inner fetch. */
+static void t_bytes_equal_source(void)
+{
+	static const struct { uint64_t off; size_t len; } reads[] = {
+		{ 0, 1 }, { 0, TBS }, { 1, TBS }, { TBS - 1, 2 }, { 3 * TBS + 100, 5 * TBS + 3 },
+		{ 10 * TBS, 64 }, { 10 * TBS + 64, 64 }, { 12 * TBS - 10, 10 },
+	};
+	const uint64_t size = 12 * TBS;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char *buf = malloc(8 * TBS);
+
+	fake_start(&f);
+	c = open_cache(&f, d, 64 * TBS, TBS);
+	if (!c)
+		goto out;
+	for (int sized = 0; sized < 2; sized++) {
+		const char *key = sized ? "dir/sized" : "dir/unsized";
+
+		for (int pass = 0; pass < 2; pass++) {
+			uint64_t calls0 = atomic_load(&f.calls);
+
+			for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+				memset(buf, 0xAA, reads[i].len);
+				CHECK_EQ_INT(cread(c, key, "\"v1\"", sized ? size : 0, reads[i].off,
+						   reads[i].len, buf), reads[i].len);
+				if (!fake_check(buf, key, "\"v1\"", reads[i].off, reads[i].len))
+					harness_fail(__FILE__, __LINE__, "sized %d pass %d read %zu: wrong bytes",
+						     sized, pass, i);
+			}
+			if (pass == 1)
+				CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+		}
+	}
+	stats(c, &s);
+	CHECK(s.hits > 0);
+	CHECK(s.bytes_from_disk > 0);
+	CHECK_EQ_INT(s.checksum_failures, 0);
+	CHECK_EQ_INT(s.inner_fetches, atomic_load(&f.calls));
+	cache_destroy(c);
+out:
+	free(buf);
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* A second instance over the same dir serves a full re-read with zero fetches. */
+static void t_restart_warm(void)
+{
+	const uint64_t size = 20 * TBS + 777;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 32 * TBS, TBS);
+	if (!c)
+		goto out;
+	CHECK(read_all(c, "warm/obj", "\"a\"", size, 3 * TBS, 1));
+	cache_destroy(c);
+	CHECK_EQ_INT(atomic_load(&f.calls), 21);
+	t_no_direct = 1;        /* the buffered path reads what O_DIRECT wrote */
+	c = open_cache(&f, d, 32 * TBS, TBS);
+	t_no_direct = 0;
+	if (!c)
+		goto out;
+	CHECK(read_all(c, "warm/obj", "\"a\"", size, TBS, 1));
+	CHECK(read_all(c, "warm/obj", "\"a\"", size, 4096, 0));
+	stats(c, &s);
+	CHECK_EQ_INT(atomic_load(&f.calls), 21);
+	CHECK_EQ_INT(s.inner_fetches, 0);
+	CHECK_EQ_INT(s.recovered_unclean, 0);
+	CHECK_EQ_INT(s.direct_io, 0);
+	CHECK_EQ_INT(s.slots_used, 21);
+	CHECK(s.hits >= 21);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* Flipped bytes in the slab are detected, counted and refetched. */
+static void t_corruption_refetched(void)
+{
+	const uint64_t size = 16 * TBS;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char p[512];
+	int fd;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	CHECK(read_all(c, "bad/obj", "\"a\"", size, 2 * TBS, 1));
+	cache_destroy(c);
+	/* flip one byte in every other slot */
+	snprintf(p, sizeof(p), "%s/slab", d);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0);
+	for (uint64_t slot = 0; slot < 16; slot += 2) {
+		unsigned char b;
+		off_t o = (off_t)(slot * TBS + 1000 + slot);
+
+		CHECK_EQ_INT(pread(fd, &b, 1, o), 1);
+		b ^= 0x10;
+		CHECK_EQ_INT(pwrite(fd, &b, 1, o), 1);
+	}
+	close(fd);
+	uint64_t calls0 = atomic_load(&f.calls);
+
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	CHECK(read_all(c, "bad/obj", "\"a\"", size, TBS, 1));
+	stats(c, &s);
+	CHECK_EQ_INT(s.checksum_failures, 8);
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 8);
+	CHECK(read_all(c, "bad/obj", "\"a\"", size, TBS, 1));
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 8);     /* repaired copies are hits */
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* A cache far smaller than the data keeps serving correct bytes. */
+static void t_eviction(void)
+{
+	const uint64_t size = 40 * TBS + 5;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char buf[3000];
+
+	fake_start(&f);
+	c = open_cache(&f, d, 8 * TBS, TBS);
+	if (!c)
+		goto out;
+	for (int pass = 0; pass < 2; pass++)
+		CHECK(read_all(c, "ev/obj", "\"x\"", size, TBS + 17, pass));
+	srand(7);
+	for (int i = 0; i < 300; i++) {
+		uint64_t off = ((uint64_t)rand() * 7919) % (size - sizeof(buf));
+		int hot = i % 2;    /* half the reads hit a small hot set */
+
+		if (hot)
+			off = (uint64_t)(rand() % 3) * TBS + 10;
+		CHECK_EQ_INT(cread(c, "ev/obj", "\"x\"", size, off, sizeof(buf), buf), sizeof(buf));
+		CHECK(fake_check(buf, "ev/obj", "\"x\"", off, sizeof(buf)));
+		cache_sync(c);      /* writes behind land before the next read */
+	}
+	stats(c, &s);
+	if (!s.evictions || !s.hits)
+		fprintf(stderr, "hits %llu misses %llu coalesced %llu ev %llu skipped %llu io %llu used %llu\n",
+			(unsigned long long)s.hits, (unsigned long long)s.misses,
+			(unsigned long long)s.coalesced, (unsigned long long)s.evictions,
+			(unsigned long long)s.write_skipped, (unsigned long long)s.io_errors,
+			(unsigned long long)s.slots_used);
+	CHECK(s.evictions > 0);
+	CHECK(s.slots_used <= 8);
+	CHECK(s.hits > 0);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* A new ETag for the same key never gets the old blocks. */
+static void t_etag_change(void)
+{
+	const uint64_t size = 6 * TBS;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache *c;
+	char *buf = malloc(size);
+
+	fake_start(&f);
+	c = open_cache(&f, d, 32 * TBS, TBS);
+	if (!c)
+		goto out;
+	snprintf(f.current_etag, sizeof(f.current_etag), "\"v1\"");
+	CHECK(read_all(c, "same/key", "\"v1\"", size, TBS, 1));
+	CHECK_EQ_INT(atomic_load(&f.calls), 6);
+	snprintf(f.current_etag, sizeof(f.current_etag), "\"v2\"");
+	CHECK_EQ_INT(cread(c, "same/key", "\"v2\"", size, 0, size, buf), size);
+	CHECK(fake_check(buf, "same/key", "\"v2\"", 0, size));
+	CHECK(!fake_check(buf, "same/key", "\"v1\"", 0, 64));
+	CHECK_EQ_INT(atomic_load(&f.calls), 12);
+	/* a stale ETag on a block not cached fails with the inner error, caches nothing */
+	CHECK_EQ_INT(cread(c, "other/key", "\"v1\"", 0, 0, 100, buf), -ESTALE);
+	CHECK_EQ_INT(cread(c, "other/key", "\"v1\"", 0, 0, 100, buf), -ESTALE);
+	cache_destroy(c);
+out:
+	free(buf);
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* A child fills the cache and dies without cache_destroy (both _exit and
+ * SIGKILL); the next start is unclean, serves correct bytes, and is warm. */
+static void t_crash_restart(void)
+{
+	const uint64_t size = 24 * TBS;
+	for (int how = 0; how < 2; how++) {
+		const char *d = new_dir();
+		int pfd[2];
+		pid_t pid;
+		struct fake f;
+		struct cache_stats s;
+		struct cache *c;
+		int status = 0;
+		char ch = 0;
+
+		CHECK_EQ_INT(pipe(pfd), 0);
+		pid = fork();
+		if (pid == 0) {
+			fake_start(&f);
+			c = open_cache(&f, d, 32 * TBS, TBS);
+			if (!c || !read_all(c, "crash/obj", "\"c\"", size, TBS, 1))
+				_exit(3);
+			cache_sync(c);
+			if (write(pfd[1], "r", 1) != 1)
+				_exit(4);
+			if (how == 0)
+				_exit(0);
+			/* keep the cache busy until killed */
+			for (;;)
+				read_all(c, "crash/other", "\"c\"", 6 * TBS, 2 * TBS, 1);
+		}
+		close(pfd[1]);
+		CHECK_EQ_INT(read(pfd[0], &ch, 1), 1);
+		close(pfd[0]);
+		if (how == 1) {
+			usleep(50 * 1000);
+			kill(pid, SIGKILL);
+		}
+		waitpid(pid, &status, 0);
+		fake_start(&f);
+		c = open_cache(&f, d, 32 * TBS, TBS);
+		if (c) {
+			CHECK(read_all(c, "crash/obj", "\"c\"", size, TBS / 2, 1));
+			stats(c, &s);
+			CHECK_EQ_INT(s.recovered_unclean, 1);
+			CHECK(s.hits >= 24);                    /* synced before the crash: all warm */
+			CHECK_EQ_INT(atomic_load(&f.calls), 0);
+			CHECK(read_all(c, "crash/other", "\"c\"", 64 * TBS, 3 * TBS, 1));
+			CHECK(read_all(c, "crash/obj", "\"c\"", size, TBS / 2, 1));
+			stats(c, &s);
+			CHECK_EQ_INT(s.io_errors, 0);
+			cache_destroy(c);
+		}
+		fake_stop(&f);
+		rm_dir(d);
+	}
+}
+
+struct burst {
+	struct cache *c;
+	char buf[16][TBS];
+	struct sync_wait w[16];
+};
+
+static void *burst_thread(void *arg)
+{
+	struct burst *b = arg;
+
+	for (int i = 0; i < 16; i++) {
+		int rc;
+
+		pthread_mutex_init(&b->w[i].m, NULL);
+		pthread_cond_init(&b->w[i].cv, NULL);
+		b->w[i].done = 0;
+		/* different sub-ranges of block 3 */
+		rc = cache_fetch_sized(b->c, "sf/obj", 6, "\"s\"", 8 * TBS, 3 * TBS + i * 100,
+				       TBS - i * 100, b->buf[i], sync_done, &b->w[i]);
+		if (rc < 0)
+			sync_done(&b->w[i], rc);
+	}
+	return NULL;
+}
+
+/* Concurrent requests for one missing block cause one inner fetch. */
+static void t_single_flight(void)
+{
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	struct burst *b = calloc(4, sizeof(*b));
+	pthread_t th[4];
+
+	fake_start(&f);
+	c = open_cache(&f, d, 32 * TBS, TBS);
+	if (!c)
+		goto out;
+	fake_gate(&f, 1);
+	for (int t = 0; t < 4; t++) {
+		b[t].c = c;
+		pthread_create(&th[t], NULL, burst_thread, &b[t]);
+	}
+	for (int t = 0; t < 4; t++)
+		pthread_join(th[t], NULL);
+	/* open the gate only once all 64 have reached the cache thread */
+	for (int i = 0; i < 5000; i++) {
+		stats(c, &s);
+		if (s.coalesced == 63 && atomic_load(&f.pending) == 1)
+			break;
+		usleep(1000);
+	}
+	fake_gate(&f, 0);
+	for (int t = 0; t < 4; t++)
+		for (int i = 0; i < 16; i++) {
+			CHECK_EQ_INT(sync_wait_for(&b[t].w[i]), TBS - i * 100);
+			CHECK(fake_check(b[t].buf[i], "sf/obj", "\"s\"", 3 * TBS + i * 100, TBS - i * 100));
+		}
+	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	stats(c, &s);
+	CHECK_EQ_INT(s.coalesced, 63);
+	cache_destroy(c);
+out:
+	free(b);
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* The last block is short: fetched and cached at its true length. */
+static void t_short_last_block(void)
+{
+	const uint64_t size = 3 * TBS + TBS / 2 + 7;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache *c;
+	char buf[200];
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	CHECK_EQ_INT(cread(c, "short/obj", "\"s\"", size, size - 100, 100, buf), 100);
+	CHECK(fake_check(buf, "short/obj", "\"s\"", size - 100, 100));
+	CHECK_EQ_INT(atomic_load(&f.last_len), TBS / 2 + 7);
+	CHECK_EQ_INT(cread(c, "short/obj", "\"s\"", size, 3 * TBS, 50, buf), 50);
+	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	CHECK(read_all(c, "short/obj", "\"s\"", size, TBS, 1));
+	CHECK_EQ_INT(atomic_load(&f.calls), 4);
+	/* unsized: the tail request is cached as the prefix it asked for */
+	CHECK(read_all(c, "short/u", "\"s\"", size, TBS, 0));
+	CHECK(read_all(c, "short/u", "\"s\"", size, TBS, 0));
+	CHECK_EQ_INT(atomic_load(&f.calls), 8);
+	/* past EOF is refused (sized) */
+	CHECK_EQ_INT(cread(c, "short/obj", "\"s\"", size, size - 1, 2, buf), -EINVAL);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* Offsets beyond 4 GiB (block numbers and in-block offsets stay exact). */
+static void t_big_offsets(void)
+{
+	const uint64_t size = 5 * GB + 12345;
+	static const uint64_t offs[] = { 4 * GB - 100, 4 * GB, 4 * GB + TBS - 1, 5 * GB + 12345 - 300 };
+	struct fake f;
+	const char *d = new_dir();
+	struct cache *c;
+	char buf[300];
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+			CHECK_EQ_INT(cread(c, "big", "\"b\"", size, offs[i], sizeof(buf), buf), sizeof(buf));
+			CHECK(fake_check(buf, "big", "\"b\"", offs[i], sizeof(buf)));
+			/* differs from the same in-block offset below 4 GiB */
+			CHECK(!fake_check(buf, "big", "\"b\"", offs[i] - 4 * GB, sizeof(buf)));
+		}
+	CHECK_EQ_INT(atomic_load(&f.calls), 4);   /* 4 distinct blocks */
+	CHECK_EQ_INT(atomic_load(&f.last_len), (5 * GB + 12345) % TBS);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* No ETag: passed through, never cached. One owner per dir. Clear. */
+static void t_bypass_sharing_clear(void)
+{
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_config cfg = { .dir = d, .size_bytes = 16 * TBS, .block_size = TBS,
+				    .inner = fake_fetch, .inner_arg = &f };
+	struct cache_stats s;
+	struct cache *c, *c2 = (void *)1;
+	char msg[256] = "", buf[100];
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ_INT(cread(c, "nv", NULL, 0, 0, sizeof(buf), buf), sizeof(buf));
+	CHECK(fake_check(buf, "nv", "", 0, sizeof(buf)));
+	stats(c, &s);
+	CHECK_EQ_INT(s.bypass, 2);
+	CHECK_EQ_INT(atomic_load(&f.calls), 2);
+	CHECK_EQ_INT(cread(c, "k", "\"e\"", 0, 0, sizeof(buf), buf), sizeof(buf));
+
+	CHECK_EQ_INT(cache_new(&cfg, &c2, msg, sizeof(msg)), -EBUSY);
+	CHECK(c2 == NULL);
+	char pid[32];
+	snprintf(pid, sizeof(pid), "pid %d", (int)getpid());
+	if (!strstr(msg, pid))
+		harness_fail(__FILE__, __LINE__, "no owner pid in '%s'", msg);
+	CHECK_EQ_INT(cache_clear(d, msg, sizeof(msg)), -EBUSY);
+	cache_destroy(c);
+
+	CHECK_EQ_INT(cache_clear(d, msg, sizeof(msg)), 0);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	uint64_t calls0 = atomic_load(&f.calls);
+	CHECK_EQ_INT(cread(c, "k", "\"e\"", 0, 0, sizeof(buf), buf), sizeof(buf));
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 1);        /* cold again */
+	cache_destroy(c);
+	/* geometry change: warning, cold start, not an error */
+	c = open_cache(&f, d, 16 * TBS, TBS * 2);
+	if (c) {
+		stats(c, &s);
+		CHECK_EQ_INT(s.slots_used, 0);
+		cache_destroy(c);
+	}
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+struct stress_arg {
+	struct cache *c;
+	unsigned seed;
+	int ok;
+};
+
+static void *stress_thread(void *arg)
+{
+	struct stress_arg *a = arg;
+	static const char *const keys[] = { "s/a", "s/b", "s/c" };
+	const uint64_t size = 30 * TBS + 99;
+	char *buf = malloc(3 * TBS);
+
+	a->ok = 1;
+	for (int i = 0; i < 300; i++) {
+		const char *k = keys[rand_r(&a->seed) % 3];
+		size_t len = 1 + rand_r(&a->seed) % (3 * TBS);
+		uint64_t off = (uint64_t)rand_r(&a->seed) % (size - len);
+		int sized = rand_r(&a->seed) % 2;
+
+		if (cread(a->c, k, "\"z\"", sized ? size : 0, off, len, buf) != (ssize_t)len ||
+		    !fake_check(buf, k, "\"z\"", off, len))
+			a->ok = 0;
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Several threads, random ranges, small cache: always the right bytes. */
+static void t_concurrent_stress(void)
+{
+	struct fake f;
+	const char *d = new_dir();
+	struct stress_arg a[4];
+	pthread_t th[4];
+	struct cache_stats s;
+	struct cache *c;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 20 * TBS, TBS);
+	if (!c)
+		goto out;
+	for (int t = 0; t < 4; t++) {
+		a[t] = (struct stress_arg){ .c = c, .seed = 100 + t };
+		pthread_create(&th[t], NULL, stress_thread, &a[t]);
+	}
+	for (int t = 0; t < 4; t++) {
+		pthread_join(th[t], NULL);
+		CHECK(a[t].ok);
+	}
+	stats(c, &s);
+	CHECK(s.hits > 0);
+	CHECK(s.evictions > 0);
+	CHECK_EQ_INT(s.checksum_failures, 0);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* ---- measurement (not a test): FEEDFS_CACHE_BENCH=DIR ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void drop_caches(void)
+{
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+
+	sync();
+	if (fd >= 0) {
+		if (write(fd, "3\n", 2) != 2)
+			fprintf(stderr, "drop_caches failed\n");
+		close(fd);
+	}
+}
+
+/* Cold fill then warm sequential read of `size` bytes in requests of `req`
+ * bytes with `depth` requests in flight (the prefetch window's shape). */
+static int bench(const char *dir, uint32_t bs, uint64_t size, size_t req, int depth)
+{
+	struct fake f;
+	struct cache *c;
+	char *bufs = malloc((size_t)depth * req);
+	struct sync_wait *w = calloc(depth, sizeof(*w));
+	struct cache_stats s;
+	double t0, t1;
+
+	fake_start(&f);
+	c = open_cache(&f, dir, size + 64 * (uint64_t)bs, bs);
+	if (!c)
+		return 1;
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1)
+			drop_caches();
+		t0 = now_s();
+		for (uint64_t off = 0, i = 0; off < size; off += req, i++) {
+			int k = (int)(i % depth);
+
+			if (i >= (uint64_t)depth && sync_wait_for(&w[k]) != (ssize_t)req)
+				fprintf(stderr, "bench: read failed\n");
+			pthread_mutex_init(&w[k].m, NULL);
+			pthread_cond_init(&w[k].cv, NULL);
+			w[k].done = 0;
+			if (cache_fetch_sized(c, "bench/obj", 9, "\"b\"", size, off, req,
+					      bufs + (size_t)k * req, sync_done, &w[k]) < 0)
+				sync_done(&w[k], -EIO);
+		}
+		for (int k = 0; k < depth && (uint64_t)k * req < size; k++)
+			sync_wait_for(&w[k]);
+		t1 = now_s();
+		stats(c, &s);
+		printf("bench bs=%uMiB pass=%s size=%lluMiB req=%zuMiB depth=%d: %.2f s, %.0f MiB/s "
+		       "(hits %llu misses %llu direct %d registered %d)\n", bs >> 20,
+		       pass ? "warm" : "cold", (unsigned long long)(size >> 20), req >> 20, depth,
+		       t1 - t0, size / MB / (t1 - t0), (unsigned long long)s.hits,
+		       (unsigned long long)s.misses, s.direct_io, s.registered_buffers);
+	}
+	cache_destroy(c);
+	fake_stop(&f);
+	free(bufs);
+	free(w);
+	return 0;
+}
+
+static const struct test tests[] = {
+	TEST(t_crc32c),
+	TEST(t_hash_fields),
+	TEST(t_config_errors),
+	TEST(t_modes_and_names),
+	TEST(t_bytes_equal_source),
+	TEST(t_restart_warm),
+	TEST(t_corruption_refetched),
+	TEST(t_eviction),
+	TEST(t_etag_change),
+	TEST(t_crash_restart),
+	TEST(t_single_flight),
+	TEST(t_short_last_block),
+	TEST(t_big_offsets),
+	TEST(t_bypass_sharing_clear),
+	TEST(t_concurrent_stress),
+	{ 0 },
+};
+
+int main(void)
+{
+	const char *bdir = getenv("FEEDFS_CACHE_BENCH");
+
+	log_set_level(getenv("FEEDFS_TEST_VERBOSE") ? LOG_DEBUG : LOG_ERR);
+	if (bdir) {
+		const char *bs = getenv("FEEDFS_CACHE_BENCH_BS");
+		const char *sz = getenv("FEEDFS_CACHE_BENCH_MB");
+		uint32_t b = (bs ? (uint32_t)atoi(bs) : 4) << 20;
+
+		return bench(bdir, b, (sz ? (uint64_t)atoll(sz) : 2048) * MB, 8 * MB, 8);
+	}
+	return harness_run("cache", tests);
+}
