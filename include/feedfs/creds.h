@@ -7,10 +7,11 @@
  * less than CREDS_REFRESH_MARGIN_MS remain. creds_get() is thread-safe and hands
  * out a private copy, which the caller wipes with creds_cleanup().
  *
- * This issue ships two providers: environment (AWS_ACCESS_KEY_ID /
- * AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN) and anonymous (--no-sign-request).
- * The full chain (profiles, IMDS, web identity, OSS, ...) slots in as more
- * providers behind the same ops table.
+ * The chain, in order: env (AWS_/OSS_/ALIBABA_CLOUD_ keys), profile (shared
+ * files, credential_process), web-identity (EKS IRSA), oidc-rrsa (ACK RRSA),
+ * container (ECS/EKS Pod Identity), imds (EC2), ecs-ram-role (Aliyun ECS);
+ * or anonymous (--no-sign-request). Every provider and variable is described
+ * in docs/CREDENTIALS.md. Secrets are never logged and are wiped when freed.
  */
 #ifndef FEEDFS_CREDS_H
 #define FEEDFS_CREDS_H

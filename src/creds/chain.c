@@ -60,6 +60,7 @@ struct creds_chain {
 	pthread_cond_t wake;        /* refresher: a load is wanted, or stop */
 	pthread_cond_t done;        /* a load finished (gen changed) */
 	struct s3_creds cur;
+	char detail[CREDS_REASON_MAX]; /* ops->detail() of the load that produced cur */
 	int64_t cur_obtained_ms;    /* wall time of the load that produced cur */
 	int loading;                /* a load is in flight (single flight) */
 	uint64_t gen;               /* loads completed, successful or not */
@@ -143,6 +144,9 @@ static void load_locked(struct creds_chain *c, int initial)
 
 		c->cur = fresh;
 		c->cur_obtained_ms = now;
+		/* Still inside the single flight: the provider state is quiet. */
+		snprintf(c->detail, sizeof(c->detail), "%s",
+			 c->ops->detail && c->ops->detail(c->state) ? c->ops->detail(c->state) : "");
 		memset(&fresh, 0, sizeof(fresh));
 		creds_cleanup(&old);
 		c->backoff_ms = 0;
@@ -305,7 +309,7 @@ static void fmt_time(int64_t wall_ms, char *buf, size_t len)
 
 int creds_chain_describe(struct creds_chain *c, char *buf, size_t len)
 {
-	const char *detail, *ak;
+	const char *ak;
 	char when[40] = "";
 	char key[16] = "";
 	size_t ak_len;
@@ -313,7 +317,6 @@ int creds_chain_describe(struct creds_chain *c, char *buf, size_t len)
 
 	if (c->anonymous)
 		return snprintf(buf, len, "anonymous: requests are not signed");
-	detail = c->ops->detail ? c->ops->detail(c->state) : NULL;
 	pthread_mutex_lock(&c->mu);
 	ak = c->cur.access_key_id ? c->cur.access_key_id : "";
 	ak_len = strlen(ak);
@@ -325,7 +328,7 @@ int creds_chain_describe(struct creds_chain *c, char *buf, size_t len)
 	if (c->cur.expires_wall_ms)
 		fmt_time(c->cur.expires_wall_ms, when, sizeof(when));
 	rc = snprintf(buf, len, "%s: %s (key %s, %s%s%s)", c->ops->name,
-		      detail && *detail ? detail : c->ops->name, key,
+		      c->detail[0] ? c->detail : c->ops->name, key,
 		      c->cur.expires_wall_ms ? "temporary, expires " : "static",
 		      when, c->cur.session_token ? ", with session token" : "");
 	pthread_mutex_unlock(&c->mu);
@@ -481,14 +484,12 @@ static const struct {
 	int (*create)(const struct creds_options *o, void **state);
 } default_chain[] = {
 	{ &creds_env_ops, creds_env_new },
-#ifdef CREDS_FULL_CHAIN
 	{ &creds_profile_ops, creds_profile_new },
 	{ &creds_webid_ops, creds_webid_new },
 	{ &creds_rrsa_ops, creds_rrsa_new },
 	{ &creds_container_ops, creds_container_new },
 	{ &creds_imds_ops, creds_imds_new },
 	{ &creds_ecs_ram_ops, creds_ecs_ram_new },
-#endif
 };
 #define N_DEFAULT (sizeof(default_chain) / sizeof(default_chain[0]))
 

@@ -199,6 +199,17 @@ int creds_parse_iso8601(const char *s, int64_t *out_ms)
 	return 0;
 }
 
+int creds_role_name_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (!c || (!isalnum(c) && !strchr("_+=,.@-", c)))
+			return 0;
+	}
+	return n > 0;
+}
+
 void creds_reason(char *buf, const char *fmt, ...)
 {
 	va_list ap;

@@ -90,6 +90,9 @@ int creds_read_file(const char *path, size_t max, char **out);
 /* "2024-05-01T12:00:00Z", "...:00.123Z", "...+08:00" -> wall ms. 0 or -EINVAL. */
 int creds_parse_iso8601(const char *s, int64_t *out_ms);
 
+/* A metadata role name: 1..n of [A-Za-z0-9_+=,.@-] (IAM's own set). */
+int creds_role_name_ok(const char *s, size_t n);
+
 /* snprintf into a reason buffer (never pass a secret). */
 void creds_reason(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -122,6 +125,32 @@ void creds_http_resp_cleanup(struct creds_http_resp *rs);
 
 /* "http://127.0.0.1:1234" + "/path" with one '/' between. Malloc'd. */
 char *creds_url_join(const char *base, const char *path);
+
+/* ---- metadata services (src/creds/metadata.c) ------------------------------
+ * EC2 IMDSv2 and Aliyun ECS hardened mode share the token dance. Owned by one
+ * provider state; used only inside its load (never concurrently). */
+
+struct creds_mds {
+	const char *name;           /* "EC2 instance metadata" (messages) */
+	char *endpoint;             /* "http://169.254.169.254" */
+	const char *ttl_header;     /* "X-aws-ec2-metadata-token-ttl-seconds" */
+	const char *token_header;   /* "X-aws-ec2-metadata-token" */
+	int v1_allowed;             /* fall back to token-less GETs */
+	int v1;                     /* the service has no tokens */
+	char *token;                /* a secret */
+	int64_t token_expires_ms;   /* monotonic */
+	long connect_timeout_ms, timeout_ms;
+};
+
+/* real_address: the endpoint is the cloud's link-local default (short
+ * timeouts: 1 s to connect, 2 s in all). */
+void creds_mds_init(struct creds_mds *m, const char *name, const char *endpoint,
+		    const char *ttl_header, const char *token_header, int v1_allowed,
+		    int real_address);
+void creds_mds_cleanup(struct creds_mds *m);
+/* GET endpoint+path with the session token. 0 when an HTTP answer came back
+ * (check rs->status), else -errno with why set. */
+int creds_mds_get(struct creds_mds *m, const char *path, struct creds_http_resp *rs, char *why);
 
 /* ---- JSON (src/creds/json.c): a small strict DOM parser --------------------- */
 

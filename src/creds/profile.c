@@ -13,8 +13,8 @@
  *   - "key = value", spaces around '=' optional, keys case-insensitive;
  *   - full-line comments starting with '#' or ';', and inline comments when
  *     '#' or ';' follows whitespace (keys and tokens never contain spaces);
- *   - indented lines after a key continue it (nested "s3 =" blocks) and are
- *     ignored here; a key before any section or a line without '=' is an error.
+ *   - lines indented deeper than the key before them continue it (nested
+ *     "s3 =" blocks) and are ignored here; a key before any section or a line without '=' is an error.
  * For the chosen profile, keys come from the credentials file first, then the
  * config file. aws_access_key_id without aws_secret_access_key is an error.
  * credential_process runs through /bin/sh with stdin from /dev/null, stderr
@@ -115,10 +115,12 @@ int creds_ini_parse(const char *text, int is_config, struct ini_file *out, char 
 	char *copy = xstrdup(text), *line, *next;
 	struct ini_profile *cur = NULL;
 	int in_section = 0, have_key = 0, lineno = 0, rc = 0;
+	size_t key_indent = 0;
 
 	memset(out, 0, sizeof(*out));
 	for (line = copy; line; line = next) {
 		char *s, *eq, *key, *val;
+		size_t indent;
 
 		next = strchr(line, '\n');
 		if (next)
@@ -127,6 +129,7 @@ int creds_ini_parse(const char *text, int is_config, struct ini_file *out, char 
 		if (lineno == 1 && !strncmp(line, "\xEF\xBB\xBF", 3))
 			line += 3;   /* a UTF-8 byte order mark from Windows editors */
 		s = trim(line);
+		indent = (size_t)(s - line);
 		if (!*s || *s == '#' || *s == ';')
 			continue;
 		if (*s == '[') {
@@ -139,18 +142,18 @@ int creds_ini_parse(const char *text, int is_config, struct ini_file *out, char 
 				break;
 			}
 			*close = '\0';
-			name = section_name(trim(s + 1), is_config);
-			if (!name && !*trim(s + 1)) {
+			if (!*trim(s + 1)) {
 				creds_reason(reason, "line %d: empty section name", lineno);
 				rc = -EINVAL;
 				break;
 			}
+			name = section_name(trim(s + 1), is_config);
 			cur = name ? ini_section(out, name) : NULL;
 			in_section = 1;
 			have_key = 0;
 			continue;
 		}
-		if ((line[0] == ' ' || line[0] == '\t') && have_key)
+		if (have_key && indent > key_indent)
 			continue;   /* continuation / nested block: not ours */
 		eq = strchr(s, '=');
 		if (!eq) {
@@ -181,6 +184,7 @@ int creds_ini_parse(const char *text, int is_config, struct ini_file *out, char 
 		for (char *c = key; *c; c++)
 			*c = (char)tolower((unsigned char)*c);
 		have_key = 1;
+		key_indent = indent;
 		if (cur)
 			ini_set(cur, key, val);
 	}

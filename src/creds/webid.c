@@ -1,0 +1,258 @@
+/*
+ * webid — web identity federation (EKS IRSA): a projected service-account
+ * token exchanged at AWS STS AssumeRoleWithWebIdentity for temporary keys.
+ *
+ * Configured by AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (both required;
+ * one without the other is an error), AWS_ROLE_SESSION_NAME (default
+ * "feedfs-<pid>"). The call is unsigned (the token is the proof): a form POST
+ * to $AWS_ENDPOINT_URL_STS, else $AWS_ENDPOINT_URL, else the regional endpoint
+ * https://sts.<region>.amazonaws.com (region from creds_options, $AWS_REGION,
+ * $AWS_DEFAULT_REGION), else https://sts.amazonaws.com. The token file is
+ * re-read on every load because the kubelet rotates it.
+ *
+ * The XML answer is parsed with libxml2 with network access and entity
+ * expansion off; elements are matched by local name so the STS namespace
+ * version does not matter. Text nodes are wiped before the tree is freed.
+ */
+#include "creds_i.h"
+
+#include "feedfs/util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOKEN_FILE_MAX (64 * 1024)
+
+static xmlNode *child(xmlNode *n, const char *name)
+{
+	for (xmlNode *c = n ? n->children : NULL; c; c = c->next)
+		if (c->type == XML_ELEMENT_NODE && !strcmp((const char *)c->name, name))
+			return c;
+	return NULL;
+}
+
+/* The text of an element with only text (no markup) inside, or NULL. */
+static const char *text(xmlNode *n)
+{
+	if (!n || !n->children)
+		return NULL;
+	if (n->children->type != XML_TEXT_NODE || n->children->next)
+		return NULL;
+	return (const char *)n->children->content;
+}
+
+static void wipe_tree(xmlNode *n)
+{
+	for (; n; n = n->next) {
+		if ((n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) && n->content)
+			util_wipe(n->content, strlen((const char *)n->content));
+		wipe_tree(n->children);
+	}
+}
+
+static pthread_once_t xml_once = PTHREAD_ONCE_INIT;
+
+static void xml_init(void)
+{
+	xmlInitParser();   /* idempotent; must precede parsing from several threads */
+}
+
+int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char *reason)
+{
+	xmlDoc *doc;
+	xmlNode *root, *cr;
+	const char *ak, *sk, *tok, *exp;
+	int64_t exp_ms = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	pthread_once(&xml_once, xml_init);
+	if (len > INT32_MAX)
+		return -EINVAL;
+	doc = xmlReadMemory(xml, (int)len, "sts.xml", NULL,
+			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING |
+			    XML_PARSE_NOCDATA);
+	if (!doc) {
+		creds_reason(reason, "STS response is not XML");
+		return -EINVAL;
+	}
+	root = xmlDocGetRootElement(doc);
+	if (root && !strcmp((const char *)root->name, "ErrorResponse")) {
+		xmlNode *err = child(root, "Error");
+		const char *code = text(child(err, "Code")), *msg = text(child(err, "Message"));
+
+		creds_reason(reason, "STS error %.64s: %.160s", code ? code : "(no code)",
+			     msg ? msg : "");
+		rc = code && (!strcmp(code, "InvalidIdentityToken") ||
+			      !strcmp(code, "ExpiredTokenException") ||
+			      !strcmp(code, "AccessDenied") ||
+			      !strcmp(code, "IDPRejectedClaim")) ? -EACCES : -EIO;
+		goto out;
+	}
+	cr = child(child(root, "AssumeRoleWithWebIdentityResult"), "Credentials");
+	if (!root || strcmp((const char *)root->name, "AssumeRoleWithWebIdentityResponse") || !cr) {
+		creds_reason(reason, "STS response has no AssumeRoleWithWebIdentityResult/Credentials");
+		rc = -EINVAL;
+		goto out;
+	}
+	ak = text(child(cr, "AccessKeyId"));
+	sk = text(child(cr, "SecretAccessKey"));
+	tok = text(child(cr, "SessionToken"));
+	exp = text(child(cr, "Expiration"));
+	if (!ak || !sk || !tok || !exp) {
+		creds_reason(reason, "STS Credentials lack %s", !ak ? "AccessKeyId" :
+			     !sk ? "SecretAccessKey" : !tok ? "SessionToken" : "Expiration");
+		rc = -EINVAL;
+		goto out;
+	}
+	if (creds_parse_iso8601(exp, &exp_ms)) {
+		creds_reason(reason, "STS Expiration '%.40s' is not a time", exp);
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = creds_fill(out, ak, sk, tok, exp_ms);
+out:
+	wipe_tree(xmlDocGetRootElement(doc));
+	xmlFreeDoc(doc);
+	return rc;
+}
+
+/* ---- the provider ------------------------------------------------------------- */
+
+struct webid_state {
+	char *token_file, *role_arn, *session_name, *endpoint;
+	int half_configured;
+	char reason[CREDS_REASON_MAX];
+	char detail[CREDS_REASON_MAX];
+};
+
+/* STS endpoint from the environment and region, shared with nothing else. */
+static char *sts_endpoint(const struct creds_options *o)
+{
+	const char *v = creds_getenv("AWS_ENDPOINT_URL_STS");
+	const char *region = o && o->region ? o->region : creds_getenv("AWS_REGION");
+
+	if (!v)
+		v = creds_getenv("AWS_ENDPOINT_URL");
+	if (v)
+		return xstrdup(v);
+	if (!region)
+		region = creds_getenv("AWS_DEFAULT_REGION");
+	if (region)
+		return xasprintf("https://sts.%s.amazonaws.com%s", region,
+				 !strncmp(region, "cn-", 3) ? ".cn" : "");
+	return xstrdup("https://sts.amazonaws.com");
+}
+
+int creds_webid_new(const struct creds_options *o, void **state)
+{
+	struct webid_state *st = xcalloc(1, sizeof(*st));
+	const char *tf = creds_getenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	const char *arn = creds_getenv("AWS_ROLE_ARN");
+	const char *sn = creds_getenv("AWS_ROLE_SESSION_NAME");
+
+	*state = st;
+	if (!tf && !arn) {
+		creds_reason(st->reason, "AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN not set");
+		return 0;
+	}
+	if (!tf || !arn) {
+		st->half_configured = 1;
+		creds_reason(st->reason, "%s is set but %s is not",
+			     tf ? "AWS_WEB_IDENTITY_TOKEN_FILE" : "AWS_ROLE_ARN",
+			     tf ? "AWS_ROLE_ARN" : "AWS_WEB_IDENTITY_TOKEN_FILE");
+		return 0;
+	}
+	st->token_file = xstrdup(tf);
+	st->role_arn = xstrdup(arn);
+	st->session_name = sn ? xstrdup(sn) : xasprintf("feedfs-%ld", (long)getpid());
+	st->endpoint = sts_endpoint(o);
+	return 0;
+}
+
+static int webid_load(void *state, struct s3_creds *out)
+{
+	struct webid_state *st = state;
+	char why[CREDS_REASON_MAX] = "";
+	struct creds_http_resp rs;
+	struct creds_http_req rq;
+	char *token = NULL, *body, *e_arn, *e_sn, *e_tok;
+	int rc;
+
+	if (st->half_configured)
+		return -EINVAL;
+	if (!st->token_file)
+		return -ENOENT;
+	rc = creds_read_file(st->token_file, TOKEN_FILE_MAX, &token);
+	if (rc || !*token) {
+		creds_reason(st->reason, "cannot read web identity token %s: %s", st->token_file,
+			     rc ? strerror(-rc) : "empty file");
+		creds_free_secret(token);
+		return rc ? rc : -EINVAL;
+	}
+	e_arn = util_uri_encode(st->role_arn, strlen(st->role_arn), 0);
+	e_sn = util_uri_encode(st->session_name, strlen(st->session_name), 0);
+	e_tok = util_uri_encode(token, strlen(token), 0);
+	creds_free_secret(token);
+	body = xasprintf("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s"
+			 "&RoleSessionName=%s&WebIdentityToken=%s", e_arn, e_sn, e_tok);
+	free(e_arn);
+	free(e_sn);
+	creds_free_secret(e_tok);
+
+	const char *hdrs[] = { "Content-Type: application/x-www-form-urlencoded",
+			       "Accept: application/xml", NULL };
+	rq = (struct creds_http_req){
+		.method = "POST", .url = st->endpoint, .headers = hdrs,
+		.body = body, .body_len = strlen(body),
+		.connect_timeout_ms = 3000, .timeout_ms = 10000,
+	};
+	rc = creds_http(&rq, &rs, why);
+	creds_free_secret(body);
+	if (rc) {
+		creds_reason(st->reason, "STS %s: %s", st->endpoint, why);
+		return rc;
+	}
+	rc = creds_parse_sts_xml(rs.body, rs.len, out, why);
+	if (rc)
+		creds_reason(st->reason, "STS %s (HTTP %ld): %s", st->endpoint, rs.status, why);
+	else
+		creds_reason(st->detail, "role %s via STS %s", st->role_arn, st->endpoint);
+	creds_http_resp_cleanup(&rs);
+	return rc;
+}
+
+static void webid_destroy(void *state)
+{
+	struct webid_state *st = state;
+
+	free(st->token_file);
+	free(st->role_arn);
+	free(st->session_name);
+	free(st->endpoint);
+	free(st);
+}
+
+static const char *webid_explain(void *state)
+{
+	return ((struct webid_state *)state)->reason;
+}
+
+static const char *webid_detail(void *state)
+{
+	return ((struct webid_state *)state)->detail;
+}
+
+const struct creds_provider_ops creds_webid_ops = {
+	.name = "web-identity",
+	.load = webid_load,
+	.destroy = webid_destroy,
+	.explain = webid_explain,
+	.detail = webid_detail,
+};
