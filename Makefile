@@ -105,7 +105,10 @@ demo: ## local S3 server + sample dataset + mount + a training-style read pass
 	tests/demo.sh build/feedfs
 
 bench: ## side-by-side benchmarks (not part of test)
-	@echo "bench/ is not implemented yet"; exit 1
+	QUICK='$(QUICK)' SIZE_SCALE='$(SIZE_SCALE)' REPS='$(REPS)' CONTENDERS='$(CONTENDERS)' \
+	WORKLOADS='$(WORKLOADS)' LATENCY_MS='$(LATENCY_MS)' BW_MBPS='$(BW_MBPS)' \
+	PASS_TIMEOUT='$(PASS_TIMEOUT)' RAND_SECONDS='$(RAND_SECONDS)' MAX_MINUTES='$(MAX_MINUTES)' \
+	PREPARE_ONLY='$(PREPARE_ONLY)' bench/run.sh
 
 clean: ## remove build outputs
 	rm -rf build

@@ -1,0 +1,450 @@
+#!/usr/bin/python3
+"""Turn bench/results/*.json into tables, PNG charts (bench/charts/) and BENCHMARKS.md.
+
+    report.py [RESULT.json]      (default: the newest file in bench/results/)
+
+BENCHMARKS.md shows the newest full run without latency and the newest full
+run with LATENCY_MS; a QUICK run is shown only where no full run of its kind
+exists, and is labelled as a smoke run. Also prints the tables to stdout.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+CHARTS = os.path.join(HERE, "charts")
+MD = os.path.join(ROOT, "BENCHMARKS.md")
+
+WNAMES = {1: "Large object, sequential read", 2: "Training epoch (os.walk + read all)",
+          3: "Listing: walk + stat", 4: "Random reads in the large object", 5: "Time to first byte of a fresh open"}
+LOWER_BETTER = {"s", "ms"}
+PEERS = ("s3fs", "rclone")
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def fmt(v, unit=""):
+    if v is None:
+        return "–"
+    if unit in ("s",) and v < 10:
+        return "%.2f" % v
+    if unit == "ms" and v < 10:
+        return "%.2f" % v
+    if abs(v) >= 100:
+        return "{:,.0f}".format(v)
+    return "%.1f" % v
+
+
+class Agg:
+    """Medians over repetitions, keyed by (config, workload, variant, phase)."""
+
+    def __init__(self, run):
+        self.run = run
+        self.meta = run["meta"]
+        self.cells = {}
+        self.order = []
+        self.family = {}
+        for r in run["results"]:
+            k = (r["config"], r["workload"], r["variant"], r["phase"])
+            if k not in self.cells:
+                self.cells[k] = {"vals": [], "wrong": False, "error": None, "partial": False, "rss": [], "unit": None}
+                self.order.append(k)
+            c = self.cells[k]
+            self.family[r["config"]] = r.get("family", "server")
+            if r.get("unit"):
+                c["unit"] = r["unit"]
+            if r.get("wrong"):
+                c["wrong"] = True
+                c["error"] = r.get("error")
+            elif not r.get("ok", True) or r.get("value") is None:
+                c["error"] = r.get("error") or "error"
+            else:
+                c["vals"].append(r["value"])
+                if r.get("partial"):
+                    c["partial"] = True
+            if r.get("rss_peak_mib") is not None:
+                c["rss"].append(r["rss_peak_mib"])
+
+    def configs(self):
+        seen = []
+        for k in self.order:
+            if k[0] not in seen:
+                seen.append(k[0])
+        return seen
+
+    def med(self, config, w, variant, phase):
+        c = self.cells.get((config, w, variant, phase))
+        if not c or c["wrong"] or c["error"] or not c["vals"]:
+            return None
+        return statistics.median(c["vals"])
+
+    def unit(self, w):
+        for k in self.order:
+            if k[1] == w and self.cells[k]["unit"]:
+                if k[0] != "server":
+                    return self.cells[k]["unit"]
+        for k in self.order:
+            if k[1] == w and self.cells[k]["unit"]:
+                return self.cells[k]["unit"]
+        return ""
+
+    def cell(self, config, w, variant, phase):
+        c = self.cells.get((config, w, variant, phase))
+        if not c:
+            return ""
+        if c["wrong"]:
+            return "**WRONG BYTES**"
+        if c["error"]:
+            return "**ERROR**"
+        v = c["vals"]
+        u = c["unit"]
+        s = fmt(statistics.median(v), u)
+        if len(v) > 1:
+            s += " (%s–%s)" % (fmt(min(v), u), fmt(max(v), u))
+        if c["partial"]:
+            s += " †"
+        return s
+
+    def variants(self, w, config=None):
+        out = []
+        for k in self.order:
+            if k[1] == w and (config is None or k[0] == config) and k[2] not in out:
+                out.append(k[2])
+        return out
+
+    def rss(self, config, w=None):
+        xs = [x for k, c in self.cells.items() if k[0] == config and (w is None or k[1] == w) for x in c["rss"]]
+        return max(xs) if xs else None
+
+    def best_peer(self, w, variant, phase):
+        best = None
+        lower = self.unit(w) in LOWER_BETTER
+        for cfg in self.configs():
+            if self.family.get(cfg) not in PEERS:
+                continue
+            v = self.med(cfg, w, variant, phase)
+            if v is None:
+                continue
+            if best is None or (v < best[1] if lower else v > best[1]):
+                best = (cfg, v)
+        return best
+
+    def ceiling(self, w, variant, phase):
+        """(label, value) of the physical ceiling matching this measurement."""
+        if phase == "warm" or w == 3:
+            v = self.med("local-disk", w, variant, phase)
+            return ("local %s" % ("page cache" if phase == "warm" else "disk, cold"), v) if v is not None else None
+        if w == 1:
+            vs = [(var, self.med("server", 1, var, "cold")) for var in self.variants(1, "server")]
+            vs = [x for x in vs if x[1] is not None]
+            if not vs:
+                return None
+            var, v = max(vs, key=lambda x: x[1])
+            return ("server, curl %s" % var, v)
+        if w == 2:
+            n = variant.split()[0]
+            v = self.med("server", 2, "%s clients" % n, "cold")
+            return ("server, %s curl clients" % n, v) if v is not None else None
+        if w in (4, 5):
+            v = self.med("server", w, variant, "cold")
+            return ("server, curl", v) if v is not None else None
+        return None
+
+
+def feedfs_configs(a):
+    return [c for c in a.configs() if a.family.get(c) == "feedfs"]
+
+
+def ratio_rows(a):
+    """feedfs / best peer and feedfs / ceiling for every measurement feedfs has."""
+    rows = []
+    for cfg in feedfs_configs(a):
+        for w in sorted({k[1] for k in a.order}):
+            u = a.unit(w)
+            for var in a.variants(w, cfg):
+                for ph in ("cold", "warm"):
+                    v = a.med(cfg, w, var, ph)
+                    if v is None:
+                        if (cfg, w, var, ph) in a.cells:
+                            rows.append([cfg, "W%d %s" % (w, var), ph, a.cell(cfg, w, var, ph), "", "", "", ""])
+                        continue
+                    bp = a.best_peer(w, var, ph)
+                    ce = a.ceiling(w, var, ph)
+                    rows.append([cfg, "W%d %s" % (w, var), ph, "%s %s" % (fmt(v, u), u),
+                                 "%s (%s)" % (fmt(bp[1], u), bp[0]) if bp else "–",
+                                 "%.2f×" % (v / bp[1]) if bp and bp[1] else "–",
+                                 "%s (%s)" % (fmt(ce[1], u), ce[0]) if ce else "–",
+                                 "%.2f×" % (v / ce[1]) if ce and ce[1] else "–"])
+    return rows
+
+
+def targets(a, latency):
+    """The issue's targets, evaluated on feedfs with defaults (and its cache for the warm epoch)."""
+    out = []
+    F = "feedfs"
+    if F not in a.configs():
+        return [["feedfs was not measured in this run", "", "", "", "n/a"]]
+
+    def verdict(ok):
+        return "n/a" if ok is None else ("PASS" if ok else "**MISS**")
+
+    v = a.med(F, 1, "1 reader", "cold")
+    ce = a.ceiling(1, "1 reader", "cold")
+    bp = a.best_peer(1, "1 reader", "cold")
+    need = 0.8 if latency else 0.9
+    r = v / ce[1] if v is not None and ce and ce[1] else None
+    out.append(["large sequential, 1 reader, cold ≥ %d%% of server ceiling" % (need * 100),
+                fmt(v) + " MB/s" if v is not None else a.cell(F, 1, "1 reader", "cold") or "not run",
+                "%s MB/s (%s)" % (fmt(ce[1]), ce[0]) if ce else "–",
+                "%.0f%%" % (r * 100) if r is not None else "–", verdict(None if r is None else r >= need)])
+    if latency:
+        rp = v / bp[1] if v is not None and bp and bp[1] else None
+        out.append(["same, ≥ 3× best peer", fmt(v) + " MB/s" if v is not None else "–",
+                    "%s MB/s (%s)" % (fmt(bp[1]), bp[0]) if bp else "–",
+                    "%.2f×" % rp if rp is not None else "–", verdict(None if rp is None else rp >= 3)])
+    for th in ("16 threads", "8 threads"):
+        v = a.med(F, 2, th, "cold")
+        ce = a.ceiling(2, th, "cold")
+        if v is None and ce is None:
+            continue
+        r = v / ce[1] if v is not None and ce and ce[1] else None
+        out.append(["epoch cold (%s) ≥ 80%% of server small-GET ceiling" % th,
+                    fmt(v) + " files/s" if v is not None else a.cell(F, 2, th, "cold") or "not run",
+                    "%s GET/s (%s)" % (fmt(ce[1]), ce[0]) if ce else "–",
+                    "%.0f%%" % (r * 100) if r is not None else "–", verdict(None if r is None else r >= 0.8)])
+    if not latency:
+        cached = "feedfs-cache" if "feedfs-cache" in a.configs() else F
+        for th in ("16 threads", "8 threads"):
+            v = a.med(cached, 2, th, "warm")
+            lv = a.med("local-disk", 2, th, "warm")
+            if v is None and lv is None:
+                continue
+            r = v / lv if v is not None and lv else None
+            out.append(["epoch warm (%s, %s) ≥ 50%% of local-dir epoch" % (cached, th),
+                        fmt(v) + " files/s" if v is not None else "–",
+                        fmt(lv) + " files/s (local, page cache)" if lv is not None else "–",
+                        "%.0f%%" % (r * 100) if r is not None else "–", verdict(None if r is None else r >= 0.5)])
+        v = a.med(F, 3, "walk+stat", "cold")
+        bp = a.best_peer(3, "walk+stat", "cold")
+        if v is not None or bp is not None:
+            r = v / bp[1] if v is not None and bp and bp[1] else None
+            out.append(["walk+stat cold ≤ 1/5 of best peer's time", fmt(v, "s") + " s" if v is not None else "–",
+                        "%s s (%s)" % (fmt(bp[1], "s"), bp[0]) if bp else "–",
+                        "%.2f× the time" % r if r is not None else "–", verdict(None if r is None else r <= 0.2)])
+    mm = a.meta.get("max_memory_default_mib", 512)
+    rss = a.rss(F)
+    out.append(["peak RSS ≤ --max-memory (%d MiB) + 64 MiB, every workload" % mm,
+                "%.0f MiB" % rss if rss is not None else "–", "%d MiB" % (mm + 64), "",
+                verdict(None if rss is None else rss <= mm + 64)])
+    return out
+
+
+def md_table(head, rows):
+    s = "| " + " | ".join(head) + " |\n|" + "|".join("---" for _ in head) + "|\n"
+    for r in rows:
+        s += "| " + " | ".join(str(x) for x in r) + " |\n"
+    return s
+
+
+def workload_tables(a):
+    s = ""
+    for w in sorted({k[1] for k in a.order}):
+        u = a.unit(w)
+        better = "lower is better" if u in LOWER_BETTER else "higher is better"
+        s += "\n#### W%d. %s (%s, %s)\n\n" % (w, WNAMES.get(w, ""), u, better)
+        rows = []
+        for cfg in a.configs():
+            for var in a.variants(w, cfg):
+                cold, warm = a.cell(cfg, w, var, "cold"), a.cell(cfg, w, var, "warm")
+                if not cold and not warm:
+                    continue
+                rss = a.rss(cfg, w)
+                label = {"server": "server ceiling (curl, no FUSE)", "local-disk": "local disk ceiling"}.get(cfg, cfg)
+                rows.append([label, var, cold or "–", warm or "–", "%.0f" % rss if rss is not None else "–"])
+        s += md_table(["contender", "variant", "cold", "warm", "peak RSS MiB"], rows)
+    return s
+
+
+def charts(a, stem):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    os.makedirs(CHARTS, exist_ok=True)
+    made = []
+    lat = a.meta["knobs"].get("LATENCY_MS", 0)
+    for w in sorted({k[1] for k in a.order}):
+        u = a.unit(w)
+        labels, cold, warm = [], [], []
+        for cfg in a.configs():
+            for var in a.variants(w, cfg):
+                if (cfg, w, var, "cold") not in a.cells:
+                    continue
+                labels.append("%s\n%s" % (cfg, var))
+                cold.append(a.med(cfg, w, var, "cold") or 0)
+                warm.append(a.med(cfg, w, var, "warm") or 0)
+        if not labels:
+            continue
+        fig, ax = plt.subplots(figsize=(max(7, 0.75 * len(labels) + 2), 4.2))
+        xs = range(len(labels))
+        ax.bar([x - 0.2 for x in xs], cold, 0.4, label="cold", color="#4477aa")
+        ax.bar([x + 0.2 for x in xs], warm, 0.4, label="warm", color="#ee7733")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel(u + (" (lower is better)" if u in LOWER_BETTER else ""))
+        if w in (3, 4, 5):
+            ax.set_yscale("log")
+        ax.set_title("W%d %s%s (median of %d)" % (w, WNAMES[w], ", +%g ms latency" % lat if lat else "",
+                                                     a.meta["knobs"]["REPS"]), fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        p = os.path.join(CHARTS, "%s-w%d.png" % (stem, w))
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        made.append((w, p))
+    # peak RSS per daemon and workload
+    cfgs = [c for c in a.configs() if a.family.get(c) not in ("server", "disk")]
+    ws = sorted({k[1] for k in a.order})
+    if cfgs:
+        fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(cfgs) + 2), 4))
+        width = 0.8 / max(1, len(ws))
+        for i, w in enumerate(ws):
+            ax.bar([x + i * width - 0.4 + width / 2 for x in range(len(cfgs))],
+                   [a.rss(c, w) or 0 for c in cfgs], width, label="W%d" % w)
+        ax.set_xticks(list(range(len(cfgs))))
+        ax.set_xticklabels(cfgs, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("peak RSS (MiB)")
+        ax.set_title("W6 peak RSS of each daemon per workload", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        p = os.path.join(CHARTS, "%s-rss.png" % stem)
+        fig.savefig(p, dpi=90)
+        plt.close(fig)
+        made.append((6, p))
+    return made
+
+
+def section(path):
+    run = load(path)
+    a = Agg(run)
+    m = run["meta"]
+    k = m["knobs"]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    lat = k.get("LATENCY_MS", 0)
+    mach = m["machine"]
+    v = m["versions"]
+    s = "### %s\n\n" % ("With LATENCY_MS=%g (first byte of every response held back %g ms)" % (lat, lat) if lat
+                         else "Local server, no added latency")
+    if k.get("QUICK"):
+        s += ("> **QUICK smoke run** (SIZE_SCALE=%g, %d repetition(s)): proves the pipeline, not representative. "
+              "Replace it with a full run.\n\n" % (k["SIZE_SCALE"], k["REPS"]))
+    s += "- command: `%s`\n" % m["command"]
+    s += "- result file: `bench/results/%s`\n" % os.path.basename(path)
+    s += "- date: %s; duration %.1f min (dataset preparation %.0f s)\n" % (m["date"], m["duration_s"] / 60,
+                                                                          m.get("dataset_prep_s", 0))
+    s += "- machine: %s cores (%s), %s GiB RAM, kernel %s, %s\n" % (mach["nproc"], mach["cpu"], mach["mem_gib"],
+                                                                   mach["kernel"], mach["os"])
+    s += "- versions: feedfs %s %s; %s; %s; s3rver %s (node %s); %s; python %s\n" % (
+        v.get("feedfs", "?"), v.get("feedfs_version", ""), v.get("s3fs"), v.get("rclone"), v.get("s3rver"),
+        v.get("node"), v.get("curl", "").split(" (")[0], v.get("python"))
+    ds = m["datasets"]
+    s += "- datasets: %d MiB object; %d × %d KiB files in %d classes; %d tiny keys in %d prefixes\n" % (
+        ds["large"]["bytes"] >> 20, ds["epoch"]["files"], ds["epoch"]["kib"], ds["epoch"]["classes"],
+        ds["tree"]["keys"], ds["tree"]["prefixes"])
+    s += "- %d repetition(s); cells are median (min–max); † = a pass hit PASS_TIMEOUT=%gs (rate over what it read)\n" % (
+        k["REPS"], k["PASS_TIMEOUT"])
+    b0, b1 = m.get("busy_start", {}), m.get("busy_end", {})
+    s += ("- load average at start %s, at end %s. **Taken on a busy machine**: other engineers were compiling and "
+          "testing on the same 2 cores during this run, so absolute figures are noisy; the ratios, taken side by "
+          "side in one run, are the figures to read.\n" % (b0.get("loadavg"), b1.get("loadavg")))
+    if m.get("skipped"):
+        s += "- skipped for MAX_MINUTES: %s\n" % "; ".join(m["skipped"])
+    s += "\n#### Targets (feedfs with defaults, same run)\n\n"
+    s += md_table(["target", "feedfs", "reference", "ratio", "verdict"], targets(a, lat > 0))
+    misses = [t for t in targets(a, lat > 0) if "MISS" in t[-1]]
+    if misses:
+        s += "\nfeedfs **misses %d target(s)** in this run: %s.\n" % (len(misses), "; ".join(t[0] for t in misses))
+    rr = ratio_rows(a)
+    if rr:
+        s += "\n#### feedfs against the best peer and the ceiling\n\n"
+        s += ("Ratio = feedfs ÷ reference. For MB/s, files/s and IOPS above 1 is better for feedfs; for seconds "
+              "and ms below 1 is better.\n\n")
+        s += md_table(["config", "measure", "phase", "feedfs", "best peer", "ratio", "ceiling", "ratio"], rr)
+    s += workload_tables(a)
+    ver = run.get("verification", [])
+    wrong = [r for r in run["results"] if r.get("wrong") or (r.get("value") is None and not r.get("ok", True))]
+    s += "\n#### Correctness\n\n"
+    s += ("Every epoch pass checks every file's sha256 against the source; sequential passes check the CRC32 of "
+          "sampled MiB blocks; random-read samples are compared with the source file; listings compare every "
+          "name and size. Full sha256 passes: %s.\n" % (", ".join(
+              "%s/%s %s" % (x["config"], x["dataset"].split("-")[0], "ok" if x.get("ok") else "FAILED") for x in ver)
+              or "none"))
+    if wrong:
+        s += "\nMarked, not timed:\n\n"
+        for r in wrong:
+            s += "- %s W%d %s %s rep %d: %s%s\n" % (r["config"], r["workload"], r["variant"], r["phase"], r["rep"],
+                                                   "WRONG BYTES: " if r.get("wrong") else "", r.get("error"))
+    else:
+        s += "\nNo contender returned wrong bytes or errors.\n"
+    made = charts(a, stem)
+    if made:
+        s += "\n#### Charts\n\n"
+        for w, p in made:
+            s += "![%s](%s)\n\n" % ("W%d" % w if w != 6 else "peak RSS", os.path.relpath(p, ROOT))
+    return s, a
+
+
+def pick_runs(given):
+    files = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
+    if given and given not in files:
+        files.append(given)
+
+    def kind(p):
+        k = load(p)["meta"]["knobs"]
+        return ("lat" if k.get("LATENCY_MS") else "base"), bool(k.get("QUICK"))
+
+    chosen = {}
+    for p in files:  # sorted by timestamp: later wins; a full run beats any quick run
+        kd, q = kind(p)
+        cur = chosen.get(kd)
+        if cur is None or not q or cur[1]:
+            chosen[kd] = (p, q)
+    return [chosen[k][0] for k in ("base", "lat") if k in chosen]
+
+
+HEADER = open(os.path.join(HERE, "BENCHMARKS.head.md")).read() if os.path.exists(
+    os.path.join(HERE, "BENCHMARKS.head.md")) else "# Benchmarks\n\n"
+
+
+def main():
+    given = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else None
+    if given is None:
+        files = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
+        if not files:
+            raise SystemExit("no results in bench/results/")
+        given = files[-1]
+    body = ""
+    for p in pick_runs(given):
+        sec, a = section(p)
+        body += sec + "\n"
+        if p == given:
+            print(sec)
+    with open(MD, "w") as f:
+        f.write(HEADER + "\n## Results\n\n" + body + open(os.path.join(HERE, "BENCHMARKS.tail.md")).read()
+                if os.path.exists(os.path.join(HERE, "BENCHMARKS.tail.md")) else HEADER + body)
+    print("bench: wrote %s" % MD)
+
+
+if __name__ == "__main__":
+    main()
