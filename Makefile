@@ -49,7 +49,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o
 
 .SECONDARY:
-.PHONY: all help install uninstall test unit asan integration demo deps clean bench
+.PHONY: all help install uninstall test unit asan integration demo deps clean bench \
+        fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
 all: $(BUILD)/feedfs ## build build/feedfs (default)
 
@@ -109,6 +110,39 @@ bench: ## side-by-side benchmarks (not part of test)
 	WORKLOADS='$(WORKLOADS)' LATENCY_MS='$(LATENCY_MS)' BW_MBPS='$(BW_MBPS)' \
 	PASS_TIMEOUT='$(PASS_TIMEOUT)' RAND_SECONDS='$(RAND_SECONDS)' MAX_MINUTES='$(MAX_MINUTES)' \
 	PREPARE_ONLY='$(PREPARE_ONLY)' bench/run.sh
+
+# ---- robustness: fuzzers, TSan, valgrind, soak (docs/SECURITY.md) ----------
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c) link against the library built with
+# clang and -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/.
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES   := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_MAKE    := $(MAKE) --no-print-directory CC=clang BUILD=build/fuzz \
+                SANITIZE=address,undefined,fuzzer-no-link OPTFLAGS='-O1 -g'
+
+$(BUILD)/fuzzers/%: tests/fuzz/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ-LD $@")
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+fuzz-bins: ## build the libFuzzer harnesses (clang) into build/fuzz/fuzzers/
+	$(Q)$(FUZZ_MAKE) $(addprefix build/fuzz/fuzzers/,$(FUZZ_NAMES))
+
+fuzz-smoke: fuzz-bins ## run every fuzzer over its committed seed corpus only
+	$(Q)for f in $(FUZZ_NAMES); do \
+		build/fuzz/fuzzers/$$f tests/fuzz/corpus/$$f/* >build/fuzz/$$f.smoke.log 2>&1 \
+		  || { tail -40 build/fuzz/$$f.smoke.log; echo "fuzz-smoke: $$f FAILED"; exit 1; }; \
+		echo "  fuzz-smoke $$f: $$(ls tests/fuzz/corpus/$$f | wc -l) inputs ok"; \
+	done
+
+fuzz: fuzz-bins ## run every fuzzer for FUZZ_SECONDS (default 60) each
+	$(Q)for f in $(FUZZ_NAMES); do \
+		mkdir -p build/fuzz/corpus/$$f build/fuzz/crashes; \
+		build/fuzz/fuzzers/$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		  -artifact_prefix=build/fuzz/crashes/$$f- -max_len=65536 \
+		  build/fuzz/corpus/$$f tests/fuzz/corpus/$$f >build/fuzz/$$f.log 2>&1 \
+		  || { tail -60 build/fuzz/$$f.log; echo "fuzz: $$f FAILED"; exit 1; }; \
+		echo "  fuzz $$f: $$(grep -o 'number_of_executed_units: [0-9]*' build/fuzz/$$f.log | grep -o '[0-9]*$$') executions in $(FUZZ_SECONDS)s"; \
+	done
 
 clean: ## remove build outputs
 	rm -rf build

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +74,53 @@ static int is_mounted(const char *abs, char *fstype, size_t fstype_len)
 	return found;
 }
 
+/* A mount point whose daemon died answers ENOTCONN. When it is a FUSE mount of
+ * ours (fstype fuse.feedfs in mountinfo), detach it lazily so that a restart
+ * needs no manual 'fusermount3 -u'. Anything else is left alone. Returns 0 when
+ * it was detached, -errno otherwise. */
+static int detach_stale(const char *path)
+{
+	char abs[PATH_MAX], fstype[64];
+	pid_t pid;
+	int status;
+
+	if (path[0] == '/') {
+		if (snprintf(abs, sizeof(abs), "%s", path) >= (int)sizeof(abs))
+			return -ENAMETOOLONG;
+	} else {
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof(cwd)) ||
+		    snprintf(abs, sizeof(abs), "%s/%s", cwd, path) >= (int)sizeof(abs))
+			return -ENAMETOOLONG;
+	}
+	/* No realpath(): it would stat the dead mount. Trim trailing slashes. */
+	for (size_t n = strlen(abs); n > 1 && abs[n - 1] == '/'; n--)
+		abs[n - 1] = '\0';
+	if (!is_mounted(abs, fstype, sizeof(fstype)) || strcmp(fstype, "fuse.feedfs") != 0)
+		return -ENOTCONN;
+	if (umount2(abs, MNT_DETACH) == 0)
+		return 0;
+	/* Not root: fusermount3 (setuid) may unmount a mount of this user. */
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execlp("fusermount3", "fusermount3", "-u", "-z", "--", abs, (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -ENOTCONN;
+	return 0;
+}
+
 int mount_check_point(const char *path, char *abs, size_t abs_len, char *msg, size_t msg_len)
 {
 	char real[PATH_MAX], fstype[64];
@@ -80,6 +128,9 @@ int mount_check_point(const char *path, char *abs, size_t abs_len, char *msg, si
 	struct stat st;
 	DIR *d;
 
+	if (stat(path, &st) < 0 && errno == ENOTCONN && detach_stale(path) == 0)
+		fprintf(stderr, "feedfs: %s was a stale feedfs mount (its daemon died): "
+			"detached it\n", path);
 	if (stat(path, &st) < 0) {
 		int e = errno;
 

@@ -13,7 +13,7 @@ service; point the provider's endpoint override at http://127.0.0.1:PORT/<prefix
   /stats         JSON request counters (GET), /reset zeroes them (POST)
 
 Every service issues access key S3RVER / secret S3RVER (what the local s3rver
-accepts) with a fresh session token "feedfs-session-<service>-<n>" that expires
+accepts; --access-key/--secret-key issue others, e.g. a Ceph RGW user's) with a fresh session token "feedfs-session-<service>-<n>" that expires
 --lifetime seconds from now. The metadata services insist on a valid session
 token from their PUT /latest/api/token; the container endpoint, both STS APIs
 check the caller's token against --container-token / --web-token /
@@ -49,8 +49,8 @@ def issue(service):
         n = SERIAL[service]
     exp = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=ARGS.lifetime)
     return {
-        "ak": "S3RVER",
-        "sk": "S3RVER",
+        "ak": ARGS.access_key,
+        "sk": ARGS.secret_key,
         "token": "feedfs-session-%s-%d" % (service, n),
         "exp": exp.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
@@ -245,6 +245,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--lifetime", type=int, default=900, help="seconds each credential lives")
     ap.add_argument("--role", default="feedfs-role")
+    ap.add_argument("--access-key", default="S3RVER", help="key id handed out")
+    ap.add_argument("--secret-key", default="S3RVER", help="secret handed out")
     ap.add_argument("--web-token", default="web-identity-token-ok")
     ap.add_argument("--oidc-token", default="oidc-token-ok")
     ap.add_argument("--container-token", default="container-token-ok")

@@ -108,4 +108,45 @@ void cache_get_stats(struct cache *c, struct cache_stats *out);
  * (only ours, by fixed name). Fails with -EBUSY when another process owns it. */
 int cache_clear(const char *dir, char *msg, size_t msg_len);
 
+/* rd_fetch_sized_fn over cache_fetch_sized (fetch_arg is the struct cache *):
+ * what the read path uses when the cache is on. */
+int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
+			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
+			 rd_fetch_done_fn done, void *done_arg);
+
+/*
+ * Warming (src/cache/warm.c): `feedfs warm` fills the cache of a running mount
+ * ahead of a job without reading through FUSE. The daemon listens on a unix
+ * socket (0600, in a 0700 dir) whose path is derived from the mount point; the
+ * client sends mount-relative file paths, the daemon resolves each to (key,
+ * ETag, size) and fetches its blocks through cache_fetch_sized. Protocol, one
+ * request at a time per connection:
+ *   client: "W <n>\n" followed by n bytes of path (relative to the mount root)
+ *   daemon: "OK <bytes>\n" or "ERR <errno>\n"
+ * A client that goes away stops its work after the blocks in flight.
+ */
+struct cache_warm;
+
+/* Map a mount-relative path to its object: *key (malloc'd), etag (NUL-ended,
+ * at most etag_len) and size. Returns 0 or -errno. Runs on a warm thread. */
+typedef int (*cache_resolve_fn)(void *arg, const char *path, size_t path_len, char **key,
+				size_t *key_len, char *etag, size_t etag_len, uint64_t *size);
+
+/* The control socket path for a mount point (absolute): under /run/feedfs for
+ * root, else $XDG_RUNTIME_DIR/feedfs or /tmp/feedfs-UID. Returns 0 or -errno. */
+int cache_warm_socket_path(const char *mount_abs, char *out, size_t out_len);
+
+/* Start listening (creates the dir 0700 and the socket 0600). Returns 0 or
+ * -errno with a line in msg. */
+int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
+		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len);
+
+/* Stop accepting, cut open connections, wait for their fetches, remove the
+ * socket. Before cache_destroy. NULL is a no-op. */
+void cache_warm_stop(struct cache_warm *w);
+
+/* `feedfs warm PATH... [--jobs N]`: the client. argv[0] is "warm". Returns the
+ * process exit status (0 all warmed, 1 some failed, 2 usage). */
+int cache_warm_main(int argc, char **argv);
+
 #endif

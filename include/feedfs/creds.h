@@ -81,6 +81,11 @@ int creds_get(struct creds_chain *c, struct s3_creds *out);
 /* Force a reload (after a 403 ExpiredToken). 0 or -errno. */
 int creds_invalidate(struct creds_chain *c);
 
+/* The `region` of a profile in the shared config file ($AWS_CONFIG_FILE, else
+ * ~/.aws/config); profile NULL: $AWS_PROFILE, else "default". 1 and buf filled
+ * when set, else 0 (no file, no profile, no region: all mean "not set"). */
+int creds_profile_region(const char *profile, char *buf, size_t len);
+
 /* Wipe and free the strings of a copy. */
 void creds_cleanup(struct s3_creds *cr);
 

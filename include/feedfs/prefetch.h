@@ -13,8 +13,9 @@
  *    window that starts at RD_WINDOW_MIN and doubles each time the reader
  *    catches up with it, up to max_window; the window is cut into segments of
  *    at most part_size, fetched in parallel.
- *  - A random reader fetches only the bytes it asks for (rounded out to 64 KiB),
- *    and its window resets.
+ *  - A random reader fetches only the bytes it asks for (rounded out to 64 KiB,
+ *    or to cfg->align: the cache's block size when the cache is on), and its
+ *    window resets. Readahead chunks end on the same alignment.
  *  - Segments behind the reader are freed; on a seek, segments no longer wanted
  *    are dropped (a GET in flight finishes into its buffer, which is then freed).
  * Every segment buffer is charged to the budget before its GET is issued.
@@ -58,18 +59,29 @@ typedef int (*rd_fetch_fn)(void *fetch_arg, const char *key, size_t key_len,
 			   const char *if_match, uint64_t off, size_t len, void *buf,
 			   rd_fetch_done_fn done, void *done_arg);
 
+/* As rd_fetch_fn, with the object size as known at rd_open (the block cache's
+ * cache_fetch_sized needs it to cache the short last block whole). */
+typedef int (*rd_fetch_sized_fn)(void *fetch_arg, const char *key, size_t key_len,
+				 const char *if_match, uint64_t obj_size, uint64_t off,
+				 size_t len, void *buf, rd_fetch_done_fn done, void *done_arg);
+
 struct rd_config {
-	rd_fetch_fn fetch;
-	void *fetch_arg;
+	rd_fetch_fn fetch;              /* used when fetch_sized is NULL */
+	rd_fetch_sized_fn fetch_sized;  /* preferred when set (block cache on) */
+	void *fetch_arg;                /* passed to whichever of the two is used */
 	struct rd_budget *budget;
 	uint64_t part_size;         /* max bytes per GET; default 8 MiB */
 	uint64_t max_window;        /* readahead cap; default 64 MiB, clamped to budget/4 */
+	uint64_t align;             /* segment alignment, a power of two: the cache's
+				     * block size, so blocks are fetched and cached
+				     * whole; 0: 64 KiB. part_size is rounded up to it. */
 };
 
 struct rd_file;
 
 /* key and etag are copied. etag may be NULL (then no If-Match). size is the
- * object size as known at open. cfg->fetch and cfg->budget are required; the
+ * object size as known at open. cfg->fetch or cfg->fetch_sized, and cfg->budget
+ * are required; the
  * budget must outlive the file. Returns NULL only on allocation failure. */
 struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
 			uint64_t size, const char *etag);

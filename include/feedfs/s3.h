@@ -32,13 +32,22 @@ struct s3_client;
 
 #define S3_ETAG_MAX 128
 
+/* Which service a bucket URL names (s3://, oss://, gs://); it picks the default
+ * endpoint and signing region. Any other store: S3_STORE_AWS + endpoint_url. */
+enum s3_store { S3_STORE_AWS = 0, S3_STORE_OSS, S3_STORE_GCS };
+
 struct s3_config {
-	const char *endpoint_url;   /* "http://127.0.0.1:4568"; NULL: https://s3.<region>.amazonaws.com */
-	const char *region;         /* NULL: "us-east-1" */
+	const char *endpoint_url;   /* "http://127.0.0.1:4568"; NULL: s3_default_endpoint() */
+	const char *region;         /* NULL: "us-east-1" ("auto" for GCS) */
 	const char *bucket;
-	int force_path_style;       /* else virtual-hosted (bucket.host) */
+	int force_path_style;       /* else virtual-hosted (bucket.host) where it can work:
+				     * see s3_pick_path_style() in s3_i.h */
+	enum s3_store store;
+	int oss_internal;           /* OSS: the -internal (in-VPC) endpoint */
+	int list_v1;                /* ListObjects V1 (marker) for stores without V2 */
 	struct creds_chain *creds;  /* never NULL; may be anonymous */
 	const char *ca_bundle;      /* NULL: system default */
+	int no_verify_tls;          /* --no-verify-ssl: skip peer and host checks (unsafe) */
 	int connect_timeout_ms;     /* 0: default 10 s */
 	int stall_timeout_ms;       /* no bytes for this long -> retry; 0: default 30 s */
 	int max_retries;            /* 0: default 10 attempts in all */
@@ -68,11 +77,23 @@ struct s3_stats {
 	uint64_t requests, gets, heads, lists, retries, errors, bytes_in;
 };
 
+/* Default endpoint of a store for a region (malloc'd):
+ *   AWS  https://s3.<region>.amazonaws.com (".com.cn" for cn-* regions)
+ *   OSS  https://oss-<region>[-internal].aliyuncs.com ("oss-" in region tolerated)
+ *   GCS  https://storage.googleapis.com */
+char *s3_default_endpoint(enum s3_store store, const char *region, int internal);
+
 int s3_client_new(const struct s3_config *cfg, struct s3_client **out);
+/* Signing region and endpoint in use (after any discovery by s3_check_access). */
+const char *s3_client_region(const struct s3_client *c);
+const char *s3_client_endpoint(const struct s3_client *c);
 void s3_client_destroy(struct s3_client *c);
 void s3_client_stats(struct s3_client *c, struct s3_stats *out);
 
-/* Mount-time check: one ListObjectsV2 of `prefix` with max-keys=1. Returns 0 or
+/* Mount-time check: one ListObjectsV2 of `prefix` with max-keys=1. When the
+ * answer says the bucket lives in another region (x-amz-bucket-region header or
+ * <Region> of the error), the client switches to that region (and, without an
+ * explicit endpoint, to its endpoint), logs it once and asks again. Returns 0 or
  * -errno and, on failure, writes one user-facing line into msg, e.g.
  * "bucket 'x' does not exist (NoSuchBucket, request id ABC)" or
  * "cannot connect to http://127.0.0.1:1: Connection refused". Does not retry
@@ -81,7 +102,8 @@ int s3_check_access(struct s3_client *c, const char *prefix, char *msg, size_t m
 
 /* One ListObjectsV2 page (encoding-type=url requested, decoded only when the
  * response says <EncodingType>url</EncodingType>). delimiter may be NULL.
- * continuation may be NULL. max_keys 0: server default (1000). Blocking. */
+ * continuation may be NULL. With cfg.list_v1 the request is ListObjects V1 and
+ * continuation/next_token carry the marker instead; callers see no difference. max_keys 0: server default (1000). Blocking. */
 int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
 	    const char *continuation, int max_keys, struct s3_list_page *out);
 void s3_list_page_cleanup(struct s3_list_page *p);

@@ -780,6 +780,14 @@ int cache_fetch_sized(struct cache *c, const char *key, size_t key_len, const ch
 	return submit(c, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
 }
 
+int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
+			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
+			 rd_fetch_done_fn done, void *done_arg)
+{
+	return cache_fetch_sized(fetch_arg, key, key_len, etag, obj_size, off, len, buf,
+				 done, done_arg);
+}
+
 void cache_sync(struct cache *c)
 {
 	struct cache_barrier b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
@@ -882,24 +890,33 @@ static int open_dir(const char *dir, int *out, char *msg, size_t msg_len)
 }
 
 /* Cache size in blocks: the configured size, or half of what is free beyond
- * the 5% reserve. Space the slab already holds counts as free. */
+ * the 5% reserve. Space the slab already holds counts as free. With no size
+ * configured, an existing slab keeps its size while it still fits: free space
+ * moves all the time, and a new geometry would start the cache cold on every
+ * restart. */
 static int size_slots(const struct cache_config *cfg, int dir_fd, uint32_t bs,
 		      uint32_t *out, char *msg, size_t msg_len)
 {
 	struct statvfs vfs;
 	struct stat st;
-	uint64_t have = 0, avail, reserve, usable, size, n;
+	uint64_t have = 0, have_size = 0, avail, reserve, usable, size, n;
 
 	if (fstatvfs(dir_fd, &vfs) < 0) {
 		snprintf(msg, msg_len, "cannot stat cache dir %s: %s", cfg->dir, strerror(errno));
 		return -errno;
 	}
-	if (fstatat(dir_fd, SLAB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && !cfg->clear)
+	if (fstatat(dir_fd, SLAB_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0 && !cfg->clear &&
+	    S_ISREG(st.st_mode)) {
 		have = (uint64_t)st.st_blocks * 512;
+		have_size = (uint64_t)st.st_size;
+	}
 	avail = (uint64_t)vfs.f_bavail * vfs.f_frsize + have;
 	reserve = (uint64_t)vfs.f_blocks * vfs.f_frsize * CACHE_DISK_RESERVE_PCT / 100;
 	usable = avail > reserve ? avail - reserve : 0;
 	size = cfg->size_bytes ? cfg->size_bytes : usable / 2;
+	if (!cfg->size_bytes && have_size && have_size % bs == 0 &&
+	    have_size / bs >= CACHE_MIN_SLOTS && have_size <= usable)
+		size = have_size;
 	if (size > usable) {
 		snprintf(msg, msg_len, "--cache-size %llu MiB is more than the %llu MiB free on %s "
 			 "once %u%% of the disk is kept free", (unsigned long long)(size >> 20),

@@ -437,7 +437,9 @@ int creds_chain_new_config(const struct creds_chain_config *cfg, struct creds_ch
 		}
 		if (rc != -ENOENT) {
 			/* The source exists but is broken: say so instead of
-			 * quietly using another identity. */
+			 * quietly using another identity. The misses before it
+			 * are not news: the failure is the whole line. */
+			pos = 0;
 			append(msg, msg_len, &pos, "credentials from %s failed: %s (%s)",
 			       ops->name, prov_explain(ops, c->state), strerror(-rc));
 			break;

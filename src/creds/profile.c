@@ -528,3 +528,30 @@ const struct creds_provider_ops creds_profile_ops = {
 	.explain = profile_explain,
 	.detail = profile_detail,
 };
+
+/* ---- the profile's region (not a credential, but it lives in the same file) ---- */
+
+int creds_profile_region(const char *profile, char *buf, size_t len)
+{
+	const char *name = profile ? profile : creds_getenv("AWS_PROFILE");
+	char *path = home_path("AWS_CONFIG_FILE", ".aws/config"), *text = NULL;
+	char reason[CREDS_REASON_MAX];
+	struct ini_file f = {0};
+	const struct ini_profile *p;
+	const char *v;
+	int found = 0;
+
+	if (creds_read_file(path, 1 << 20, &text) == 0 &&
+	    creds_ini_parse(text, 1, &f, reason) == 0) {
+		p = creds_ini_profile(&f, name ? name : "default");
+		v = p ? creds_ini_get(p, "region") : NULL;
+		if (v && v[0] && strlen(v) < len) {
+			snprintf(buf, len, "%s", v);
+			found = 1;
+		}
+		creds_ini_free(&f);
+	}
+	free(text);
+	free(path);
+	return found;
+}

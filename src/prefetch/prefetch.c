@@ -22,8 +22,17 @@
  *    chunk [end of previous, +window) is issued, cut into parts of at most
  *    part bytes that are all in flight at once.
  *  - Anything else is a random read: only its bytes are fetched, rounded out to
- *    64 KiB, at most one part per GET, and the window resets.
- *  - Streams free segments RD_KEEP_BEHIND behind the reader; random readers
+ *    the alignment (64 KiB; the block size when the cache is on), at most one
+ *    part per GET, and the window resets.
+ *  - Alignment. With the block cache on, cfg->align is its block size: every
+ *    segment starts on a block boundary and ends on one (or at EOF), readahead
+ *    chunks included, and part is a multiple of it. So each block is fetched by
+ *    exactly one segment and cached whole; a misaligned segment would still be
+ *    correct (the cache widens to whole blocks) but would fetch a block twice.
+ *    Cache hits come back through the same asynchronous fetch, so the window
+ *    keeps several blocks' disk reads in flight just as it keeps GETs.
+ *  - Streams free segments RD_SEQ_BACK (or two blocks, when larger)
+ *    behind the reader; random readers
  *    keep up to RD_MAX_SEGS segments (LRU) as a small cache.
  *
  * Budget and why demand reads cannot deadlock. Readahead takes budget with
@@ -63,8 +72,7 @@
 #define RD_PART_DEFAULT  (8ull << 20)
 #define RD_WINDOW_MAX_DEFAULT (64ull << 20)
 #define RD_SEQ_SKIP      (1ull << 20)      /* forward skip still sequential */
-#define RD_SEQ_BACK      (4ull << 20)      /* backward re-read still sequential */
-#define RD_KEEP_BEHIND   (4ull << 20)      /* stream keeps this much behind */
+#define RD_SEQ_BACK      (4ull << 20)      /* backward re-read still sequential; kept behind */
 #define RD_MAX_SEGS      64                /* random reader's cache, in segments */
 
 enum seg_state { SEG_INFLIGHT, SEG_DONE, SEG_ERR };
@@ -84,12 +92,14 @@ struct rd_seg {
 struct rd_file {
 	/* Immutable after rd_open. */
 	rd_fetch_fn fetch;
+	rd_fetch_sized_fn fetch_sized;
 	void *fetch_arg;
 	struct rd_budget *budget;
 	char *key;
 	size_t key_len;
 	char *etag;
-	uint64_t size, part, max_window, win_min;
+	uint64_t size, part, max_window, win_min, align;
+	uint64_t seq_back;              /* RD_SEQ_BACK, or two blocks when larger */
 	struct rd_budget_client bc;
 
 	/* Everything below is guarded by mu. Lock order: mu -> budget->mu. */
@@ -248,7 +258,12 @@ static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
 	next->prev = s;
 	f->nsegs++;
 	f->inflight++;
-	rc = f->fetch(f->fetch_arg, f->key, f->key_len, f->etag, off, len, s->buf, seg_done, s);
+	if (f->fetch_sized)
+		rc = f->fetch_sized(f->fetch_arg, f->key, f->key_len, f->etag, f->size, off, len,
+				    s->buf, seg_done, s);
+	else
+		rc = f->fetch(f->fetch_arg, f->key, f->key_len, f->etag, off, len, s->buf,
+			      seg_done, s);
 	if (rc < 0) {
 		log_warn("read", "could not queue GET of %zu bytes at %llu: %s",
 			 len, (unsigned long long)off, strerror(-rc));
@@ -283,13 +298,16 @@ static uint64_t issue_range(struct rd_file *f, uint64_t a, uint64_t b)
 	return min_u64(pos, b);
 }
 
-static uint64_t align_down(uint64_t v) { return v & ~(uint64_t)(RD_ALIGN - 1); }
-static uint64_t align_up(uint64_t v) { return align_down(v + RD_ALIGN - 1); }
+static uint64_t align_down_to(uint64_t v, uint64_t a) { return v & ~(a - 1); }
+static uint64_t align_up_to(uint64_t v, uint64_t a) { return align_down_to(v + a - 1, a); }
+#define align_down(v) align_down_to((v), f->align)
+#define align_up(v) align_up_to((v), f->align)
 
-/* Readahead: start a chunk at a, of the current window. */
+/* Readahead: start a chunk at a, of the current window (ending on the
+ * alignment, so a 1 MiB first window covers one whole 4 MiB cache block). */
 static void ra_chunk(struct rd_file *f, uint64_t a, uint64_t min_end)
 {
-	uint64_t b = min_u64(max_u64(a + f->window, min_end), f->size);
+	uint64_t b = min_u64(align_up(max_u64(a + f->window, min_end)), f->size);
 	uint64_t got = a < b ? issue_range(f, a, b) : a;
 
 	f->ra_short = got < b;
@@ -308,7 +326,7 @@ static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
 	struct rd_seg *s = seg_find(f, off);
 	int held = seg_holds(f, s, off);
 	int seq = off <= f->seq_pos + RD_SEQ_SKIP &&
-		  (off + RD_SEQ_BACK >= f->seq_pos || (f->window && held));
+		  (off + f->seq_back >= f->seq_pos || (f->window && held));
 	uint64_t freed = 0;
 
 	if (!seq) {
@@ -344,9 +362,9 @@ static void drop_behind(struct rd_file *f)
 	uint64_t freed = 0;
 	struct rd_seg *s, *n;
 
-	if (!f->window || f->seq_pos < RD_KEEP_BEHIND)
+	if (!f->window || f->seq_pos < f->seq_back)
 		return;
-	for (s = f->segs.next; s != &f->segs && seg_end(s) <= f->seq_pos - RD_KEEP_BEHIND; s = n) {
+	for (s = f->segs.next; s != &f->segs && seg_end(s) <= f->seq_pos - f->seq_back; s = n) {
 		n = s->next;
 		if (seg_idle(s))
 			freed += seg_drop(f, s);
@@ -394,7 +412,7 @@ static int demand_fetch(struct rd_file *f, uint64_t cur, uint64_t end)
 	ds = max_u64(ds, lo);
 	de = min_u64(de, hi);
 	if (cur - ds >= f->part)
-		ds = cur;
+		ds = max_u64(align_down(cur), lo);
 	de = min_u64(de, ds + f->part);
 
 	trim_cache(f);
@@ -450,7 +468,8 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	struct rd_file *f;
 	uint64_t bmax;
 
-	BUG_ON(!cfg || !cfg->fetch || !cfg->budget);
+	BUG_ON(!cfg || !(cfg->fetch || cfg->fetch_sized) || !cfg->budget);
+	BUG_ON(cfg->align & (cfg->align - 1));
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return NULL;
@@ -466,6 +485,7 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	f->key[key_len] = '\0';
 	f->key_len = key_len;
 	f->fetch = cfg->fetch;
+	f->fetch_sized = cfg->fetch_sized;
 	f->fetch_arg = cfg->fetch_arg;
 	f->budget = cfg->budget;
 	f->size = size;
@@ -473,7 +493,15 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	/* One GET must fit the budget on its own, or a demand read could never
 	 * be met; one window is at most a quarter so that several streams share. */
 	bmax = rd_budget_max(cfg->budget);
-	f->part = min_u64(cfg->part_size ? cfg->part_size : RD_PART_DEFAULT, bmax);
+	f->align = cfg->align ? cfg->align : RD_ALIGN;
+	f->part = cfg->part_size ? cfg->part_size : RD_PART_DEFAULT;
+	f->part = align_up(f->part);
+	if (f->part > bmax)     /* keep whole aligned units when the budget allows */
+		f->part = bmax >= f->align ? align_down(bmax) : bmax;
+	/* Kernel readahead (raised to the part size) sends 1 MiB reads of a whole
+	 * readahead window in any order; with blocks as big as RD_SEQ_BACK, a read
+	 * one block back would otherwise look random and refetch its block. */
+	f->seq_back = max_u64(RD_SEQ_BACK, 2 * f->align);
 	f->max_window = cfg->max_window ? cfg->max_window : RD_WINDOW_MAX_DEFAULT;
 	f->max_window = max_u64(min_u64(f->max_window, bmax / 4), 1);
 	f->win_min = min_u64(RD_WINDOW_MIN, f->max_window);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <libxml/parser.h>
 
@@ -33,37 +34,132 @@ static void s3_global_init(void)
 }
 
 /* "scheme://authority/path" -> parts; the default port is dropped from the
- * authority because that is what goes into (and is signed as) Host. */
-static int parse_endpoint(struct s3_client *c, const char *url)
+ * authority because that is what goes into (and is signed as) Host. An IPv6
+ * literal keeps its brackets: "[::1]:4568" is both the Host header and the
+ * canonical host of SigV4. */
+int s3_parse_endpoint(const char *url, char **scheme, char **authority, char **base_path)
 {
 	const char *p = strstr(url, "://"), *auth, *slash;
-	size_t alen;
+	char *sc, *au, *bp;
+	size_t alen, bl;
 
 	if (!p)
 		return -EINVAL;
-	c->scheme = xstrndup(url, (size_t)(p - url));
-	if (strcmp(c->scheme, "http") != 0 && strcmp(c->scheme, "https") != 0)
+	sc = xstrndup(url, (size_t)(p - url));
+	if (strcmp(sc, "http") != 0 && strcmp(sc, "https") != 0) {
+		free(sc);
 		return -EINVAL;
+	}
 	auth = p + 3;
-	slash = strchr(auth, '/');
+	slash = strpbrk(auth, "/?#");
 	alen = slash ? (size_t)(slash - auth) : strlen(auth);
-	if (alen == 0)
+	if (alen == 0 || memchr(auth, '@', alen) ||
+	    (auth[0] == '[' && !memchr(auth, ']', alen))) {
+		free(sc);
 		return -EINVAL;
-	c->authority = xstrndup(auth, alen);
+	}
+	if (slash && *slash != '/') {
+		free(sc);
+		return -EINVAL;         /* a query or fragment in an endpoint is a mistake */
+	}
+	au = xstrndup(auth, alen);
 	{
-		const char *dflt = strcmp(c->scheme, "http") == 0 ? ":80" : ":443";
+		const char *dflt = strcmp(sc, "http") == 0 ? ":80" : ":443";
 		size_t dl = strlen(dflt);
 
-		if (alen > dl && strcmp(c->authority + alen - dl, dflt) == 0)
-			c->authority[alen - dl] = '\0';
+		if (alen > dl && strcmp(au + alen - dl, dflt) == 0)
+			au[alen - dl] = '\0';
 	}
-	c->base_path = xstrdup(slash ? slash : "");
-	{
-		size_t bl = strlen(c->base_path);
+	bp = xstrdup(slash ? slash : "");
+	bl = strlen(bp);
+	while (bl > 0 && bp[bl - 1] == '/')
+		bp[--bl] = '\0';
+	*scheme = sc;
+	*authority = au;
+	*base_path = bp;
+	return 0;
+}
 
-		while (bl > 0 && c->base_path[bl - 1] == '/')
-			c->base_path[--bl] = '\0';
+/* Host part of an authority, without port or IPv6 brackets, into buf. */
+static void authority_host(const char *authority, char *buf, size_t cap)
+{
+	const char *end;
+
+	if (authority[0] == '[') {
+		end = strchr(authority, ']');
+		snprintf(buf, cap, "%.*s", end ? (int)(end - authority - 1) : 0, authority + 1);
+		return;
 	}
+	end = strrchr(authority, ':');
+	snprintf(buf, cap, "%.*s", end ? (int)(end - authority) : (int)strlen(authority),
+		 authority);
+}
+
+static int is_ipv4_literal(const char *h)
+{
+	int dots = 0;
+
+	if (!*h)
+		return 0;
+	for (; *h; h++) {
+		if (*h == '.')
+			dots++;
+		else if (*h < '0' || *h > '9')
+			return 0;
+	}
+	return dots == 3;
+}
+
+int s3_pick_path_style(const char *scheme, const char *authority, const char *bucket,
+		       int force)
+{
+	char host[256];
+
+	if (force || authority[0] == '[')
+		return 1;
+	authority_host(authority, host, sizeof(host));
+	if (is_ipv4_literal(host) || strcasecmp(host, "localhost") == 0)
+		return 1;
+	for (const char *b = bucket; *b; b++)
+		if ((*b >= 'A' && *b <= 'Z') || *b == '_')
+			return 1;   /* not a DNS label: only the path can carry it */
+	if (strchr(bucket, '.') && strcmp(scheme, "https") == 0)
+		return 1;
+	return 0;
+}
+
+char *s3_default_endpoint(enum s3_store store, const char *region, int internal)
+{
+	const char *r = region && region[0] ? region : "us-east-1";
+
+	switch (store) {
+	case S3_STORE_OSS:
+		if (strncmp(r, "oss-", 4) == 0)
+			r += 4;
+		return xasprintf("https://oss-%s%s.aliyuncs.com", r, internal ? "-internal" : "");
+	case S3_STORE_GCS:
+		return xstrdup("https://storage.googleapis.com");
+	default:
+		return xasprintf("https://s3.%s.amazonaws.com%s", r,
+				 strncmp(r, "cn-", 3) == 0 ? ".cn" : "");
+	}
+}
+
+/* (Re)compute endpoint parts and addressing from the current region. */
+static int client_set_endpoint(struct s3_client *c, const char *url)
+{
+	char *sc, *au, *bp;
+	int ret = s3_parse_endpoint(url, &sc, &au, &bp);
+
+	if (ret)
+		return ret;
+	free(c->scheme);
+	free(c->authority);
+	free(c->base_path);
+	c->scheme = sc;
+	c->authority = au;
+	c->base_path = bp;
+	c->path_style = s3_pick_path_style(sc, au, c->bucket, c->force_path_style);
 	return 0;
 }
 
@@ -71,6 +167,7 @@ int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
 {
 	struct s3_client *c;
 	struct s3_http_opts ho;
+	const char *region;
 	int ret;
 
 	if (!cfg || !cfg->bucket || !cfg->bucket[0] || !cfg->creds)
@@ -80,19 +177,30 @@ int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
 		return -EIO;
 	c = xcalloc(1, sizeof(*c));
 	c->creds = cfg->creds;
-	c->region = xstrdup(cfg->region ? cfg->region : "us-east-1");
+	region = cfg->region && cfg->region[0] ? cfg->region
+					       : cfg->store == S3_STORE_GCS ? "auto" : "us-east-1";
+	c->region = xstrdup(region);
 	c->bucket = xstrdup(cfg->bucket);
-	c->path_style = cfg->force_path_style;
+	c->store = cfg->store;
+	c->oss_internal = cfg->oss_internal;
+	c->force_path_style = cfg->force_path_style;
+	c->list_v1 = cfg->list_v1;
+	c->endpoint_from_region = !cfg->endpoint_url;
 	c->endpoint_shown = cfg->endpoint_url ? xstrdup(cfg->endpoint_url)
-					      : xasprintf("https://s3.%s.amazonaws.com", c->region);
-	ret = parse_endpoint(c, c->endpoint_shown);
+					      : s3_default_endpoint(c->store, c->region,
+								    c->oss_internal);
+	ret = client_set_endpoint(c, c->endpoint_shown);
 	if (ret) {
-		log_err(TAG, "bad endpoint URL '%s' (want http[s]://host[:port])",
+		log_err(TAG, "bad endpoint URL '%s' (want http[s]://host[:port][/path])",
 			c->endpoint_shown);
 		goto fail;
 	}
+	log_debug(TAG, "endpoint %s, %s-style, region %s, %s", c->endpoint_shown,
+		  c->path_style ? "path" : "virtual-hosted", c->region,
+		  c->list_v1 ? "ListObjects V1" : "ListObjectsV2");
 	c->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000;
 	c->stall_timeout_ms = cfg->stall_timeout_ms > 0 ? cfg->stall_timeout_ms : 30000;
+	c->no_verify_tls = cfg->no_verify_tls;
 	c->max_attempts = cfg->max_retries > 0 ? cfg->max_retries : 10;
 	ho.ca_bundle = cfg->ca_bundle;
 	ho.max_connections = cfg->max_connections > 0 ? cfg->max_connections : 32;
@@ -105,6 +213,16 @@ fail:
 	c->http = NULL;
 	s3_client_destroy(c);
 	return ret;
+}
+
+const char *s3_client_region(const struct s3_client *c)
+{
+	return c->region;
+}
+
+const char *s3_client_endpoint(const struct s3_client *c)
+{
+	return c->endpoint_shown;
 }
 
 void s3_client_destroy(struct s3_client *c)
@@ -186,11 +304,13 @@ static int list_req(struct s3_client *c, const char *prefix, const char *delimit
 		return ret;
 	r->quick = quick;
 	snprintf(mk, sizeof(mk), "%d", max_keys);
-	if ((ret = s3_req_add_query(r, "list-type", "2")) ||
+	if ((!c->list_v1 && (ret = s3_req_add_query(r, "list-type", "2"))) ||
 	    (ret = s3_req_add_query(r, "encoding-type", "url")) ||
 	    (ret = s3_req_add_query(r, "prefix", prefix ? prefix : "")) ||
 	    (delimiter && (ret = s3_req_add_query(r, "delimiter", delimiter))) ||
-	    (continuation && (ret = s3_req_add_query(r, "continuation-token", continuation))) ||
+	    (continuation && (ret = s3_req_add_query(r, c->list_v1 ? "marker"
+								  : "continuation-token",
+						     continuation))) ||
 	    (max_keys > 0 && (ret = s3_req_add_query(r, "max-keys", mk))) ||
 	    (ret = s3_req_finish_setup(r))) {
 		s3_req_free(r);
@@ -213,11 +333,13 @@ int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
 	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
-		ret = s3_list_parse(r->body, r->body_len, out);
+		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, out)
+				 : s3_list_parse(r->body, r->body_len, out);
 		if (ret) {
 			atomic_fetch_add_explicit(&c->n_errors, 1, memory_order_relaxed);
-			log_err(TAG, "LIST prefix '%s': malformed ListObjectsV2 response "
-				"(%zu bytes, request id %s)", prefix ? prefix : "", r->body_len,
+			log_err(TAG, "LIST prefix '%s': malformed ListObjects%s response "
+				"(%zu bytes, request id %s)", prefix ? prefix : "",
+				c->list_v1 ? " V1" : "V2", r->body_len,
 				r->request_id[0] ? r->request_id : "-");
 		}
 	}
@@ -373,25 +495,85 @@ static void access_message(const struct s3_client *c, const struct s3_req *r,
 	}
 }
 
-int s3_check_access(struct s3_client *c, const char *prefix, char *msg, size_t msg_len)
+const char *s3_discovered_region(const struct s3_req *r)
+{
+	const char *reg = r->bucket_region[0] ? r->bucket_region : r->err.region;
+
+	if (r->result == 0 || !reg[0])
+		return NULL;
+	for (const char *p = reg; *p; p++)     /* it goes into a host name */
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-'))
+			return NULL;
+	return reg;
+}
+
+/* Switch the client to the region the server named. Only at mount time, with
+ * no other request in flight (see s3_i.h). 0, or -errno. */
+static int switch_region(struct s3_client *c, const char *region)
+{
+	char *old = c->region;
+
+	log_info(TAG, "bucket '%s' is in region %s, not %s: signing for %s from now on",
+		 c->bucket, region, old, region);
+	c->region = xstrdup(region);
+	free(old);
+	if (c->endpoint_from_region) {
+		char *ep = s3_default_endpoint(c->store, c->region, c->oss_internal);
+		int ret = client_set_endpoint(c, ep);
+
+		if (ret) {
+			free(ep);
+			return ret;
+		}
+		free(c->endpoint_shown);
+		c->endpoint_shown = ep;
+	}
+	return 0;
+}
+
+static int check_once(struct s3_client *c, const char *prefix, struct s3_req **out)
 {
 	struct s3_req *r;
 	struct s3_list_page page;
 	int ret = list_req(c, prefix, NULL, NULL, 1, 1, &r);
 
-	if (ret) {
-		if (msg && msg_len)
-			snprintf(msg, msg_len, "cannot build the request: %s", strerror(-ret));
+	if (ret)
 		return ret;
-	}
 	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
-		ret = s3_list_parse(r->body, r->body_len, &page);
+		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, &page)
+				 : s3_list_parse(r->body, r->body_len, &page);
 		if (ret == 0)
 			s3_list_page_cleanup(&page);
 		else
-			snprintf(r->reason, sizeof(r->reason), "malformed ListObjectsV2 response");
+			snprintf(r->reason, sizeof(r->reason), "malformed ListObjects%s response",
+				 c->list_v1 ? " V1" : "V2");
+	}
+	*out = r;
+	return ret;
+}
+
+int s3_check_access(struct s3_client *c, const char *prefix, char *msg, size_t msg_len)
+{
+	struct s3_req *r = NULL;
+	const char *reg;
+	int ret = check_once(c, prefix, &r);
+
+	if (ret && r && (reg = s3_discovered_region(r)) && strcmp(reg, c->region) != 0) {
+		char region[S3_REGION_MAX];
+
+		snprintf(region, sizeof(region), "%s", reg);
+		s3_req_free(r);
+		r = NULL;
+		ret = switch_region(c, region);
+		if (ret == 0)
+			ret = check_once(c, prefix, &r);
+	}
+	if (!r) {
+		if (msg && msg_len)
+			snprintf(msg, msg_len, "cannot build the request: %s", strerror(-ret));
+		return ret;
 	}
 	if (msg && msg_len) {
 		if (ret && r->result == 0)

@@ -123,6 +123,9 @@ int s3_error_parse(const char *body, size_t len, struct s3_error_info *out)
 			copy_text(n, out->message, sizeof(out->message));
 		else if (strcmp((const char *)n->name, "RequestId") == 0)
 			copy_text(n, out->request_id, sizeof(out->request_id));
+		else if (strcmp((const char *)n->name, "Region") == 0)
+			/* AuthorizationHeaderMalformed: where the bucket really is. */
+			copy_text(n, out->region, sizeof(out->region));
 	}
 	xmlFreeDoc(doc);
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * list — ListObjectsV2 response parsing.
+ * list — ListObjectsV2 and ListObjects V1 response parsing.
  *
  * The body is parsed into a libxml2 tree (a page is at most ~1000 entries, a few
  * hundred KiB) and walked element by element; anything that does not fit the
@@ -179,12 +179,44 @@ static int parse_contents(xmlNode *c, int url, struct s3_object *o)
 	return have_key && have_size && o->key_len > 0 ? 0 : -EIO;
 }
 
-int s3_list_parse(const char *body, size_t len, struct s3_list_page *out)
+/* Byte-wise compare of two (possibly NUL-holding) strings. */
+static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : (al > bl) - (al < bl);
+}
+
+/* V1 without NextMarker: the next page starts after the greatest name of this
+ * one, key or common prefix (listings are in byte order on real servers; taking
+ * the maximum also holds when a server orders them otherwise). */
+static char *v1_last_name(const struct s3_list_page *p)
+{
+	const char *best = NULL;
+	size_t best_len = 0;
+
+	for (size_t i = 0; i < p->n_objects; i++)
+		if (!best || bytes_cmp(p->objects[i].key, p->objects[i].key_len, best, best_len) > 0) {
+			best = p->objects[i].key;
+			best_len = p->objects[i].key_len;
+		}
+	for (size_t i = 0; i < p->n_prefixes; i++)
+		if (!best || bytes_cmp(p->prefixes[i], p->prefix_lens[i], best, best_len) > 0) {
+			best = p->prefixes[i];
+			best_len = p->prefix_lens[i];
+		}
+	if (!best || memchr(best, '\0', best_len))
+		return NULL;    /* a marker travels as a C string */
+	return strndup(best, best_len);
+}
+
+static int list_parse(const char *body, size_t len, int v1, struct s3_list_page *out)
 {
 	xmlDoc *doc = NULL;
 	xmlNode *root, *n;
 	size_t n_obj = 0, n_pre = 0;
 	int url = 0, have_trunc = 0, ret = -EIO;
+	char *next_marker = NULL;
 
 	memset(out, 0, sizeof(*out));
 	if (!body || len == 0 || len > S3_LISTBODY_MAX)
@@ -247,16 +279,29 @@ int s3_list_parse(const char *body, size_t len, struct s3_list_page *out)
 			}
 			xmlFree(t);
 			have_trunc = 1;
-		} else if (name_is(n, "NextContinuationToken")) {
+		} else if (!v1 && name_is(n, "NextContinuationToken")) {
 			size_t l;
 
 			free(out->next_token);
 			if (node_bytes(n, 0, &out->next_token, &l))
 				goto out;
+		} else if (v1 && name_is(n, "NextMarker")) {
+			size_t l;
+
+			/* Encoded like the keys when encoding-type=url was honoured. */
+			free(next_marker);
+			next_marker = NULL;
+			if (node_bytes(n, url, &next_marker, &l) || memchr(next_marker, '\0', l))
+				goto out;
 		}
 	}
 	if (!have_trunc)
 		goto out;
+	if (v1 && out->truncated) {
+		out->next_token = next_marker && next_marker[0] ? next_marker : v1_last_name(out);
+		if (out->next_token == next_marker)
+			next_marker = NULL;
+	}
 	if (out->truncated && (!out->next_token || !out->next_token[0]))
 		goto out;      /* we could not ask for the next page */
 	if (!out->truncated) {
@@ -265,10 +310,21 @@ int s3_list_parse(const char *body, size_t len, struct s3_list_page *out)
 	}
 	ret = 0;
 out:
+	free(next_marker);
 	xmlFreeDoc(doc);
 	if (ret)
 		s3_list_page_cleanup(out);
 	return ret;
+}
+
+int s3_list_parse(const char *body, size_t len, struct s3_list_page *out)
+{
+	return list_parse(body, len, 0, out);
+}
+
+int s3_list_parse_v1(const char *body, size_t len, struct s3_list_page *out)
+{
+	return list_parse(body, len, 1, out);
 }
 
 void s3_list_page_cleanup(struct s3_list_page *p)

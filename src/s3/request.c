@@ -97,6 +97,11 @@ char *s3_build_canonical_uri(const char *base_path, const char *bucket, int path
 	return res;
 }
 
+char *s3_build_host(const char *authority, const char *bucket, int path_style)
+{
+	return path_style ? xstrdup(authority) : xasprintf("%s.%s", bucket, authority);
+}
+
 int s3_req_finish_setup(struct s3_req *r)
 {
 	struct s3_client *c = r->c;
@@ -104,8 +109,7 @@ int s3_req_finish_setup(struct s3_req *r)
 
 	r->canonical_uri = s3_build_canonical_uri(c->base_path, c->bucket, c->path_style,
 						  r->key, r->key_len);
-	r->host = c->path_style ? xstrdup(c->authority)
-				: xasprintf("%s.%s", c->bucket, c->authority);
+	r->host = s3_build_host(c->authority, c->bucket, c->path_style);
 	q = sigv4_canonical_query(r->query, r->n_query);
 	if (!r->canonical_uri || !q) {
 		free(q);
@@ -249,9 +253,14 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *arg)
 		/* A new response (after a 100 Continue, say): forget the last one. */
 		const char *sp = memchr(p, ' ', n);
 
-		r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+		/* curl's header data is not NUL-terminated: no strtol here. */
+		r->status = 0;
+		for (const char *d = sp ? sp + 1 : p + n; d < p + n && *d >= '0' && *d <= '9' &&
+		     r->status < 1000; d++)
+			r->status = r->status * 10 + (*d - '0');
 		r->have_content_length = 0;
 		r->content_range[0] = r->etag[0] = r->request_id[0] = '\0';
+		r->bucket_region[0] = '\0';
 		r->last_modified_ms = 0;
 		return sz * nm;
 	}
@@ -289,6 +298,8 @@ static size_t on_header(char *p, size_t sz, size_t nm, void *arg)
 			r->last_modified_ms = (int64_t)t * 1000;
 	} else if (HDR_IS("x-amz-request-id")) {
 		copy_hdr_value(r->request_id, sizeof(r->request_id), v, vlen);
+	} else if (HDR_IS("x-amz-bucket-region")) {
+		copy_hdr_value(r->bucket_region, sizeof(r->bucket_region), v, vlen);
 	}
 #undef HDR_IS
 	return sz * nm;
@@ -385,6 +396,7 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->body_too_big = 0;
 	r->have_content_length = 0;
 	r->content_range[0] = r->etag[0] = r->request_id[0] = r->curl_err[0] = '\0';
+	r->bucket_region[0] = '\0';
 	r->last_modified_ms = 0;
 	if (r->hdrs) {
 		/* The old list held a signature: wipe before freeing. */
@@ -412,8 +424,8 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->no_verify_tls ? 0L : 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->no_verify_tls ? 0L : 2L);
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	/* Stall: less than 1 byte/s for stall_s seconds. */
 	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);

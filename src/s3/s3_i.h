@@ -22,6 +22,7 @@
 #define S3_CODE_MAX 64
 #define S3_REQID_MAX 128
 #define S3_MSG_MAX 256
+#define S3_REGION_MAX 64
 #define S3_ERRBODY_MAX (64 * 1024)      /* error documents are small */
 #define S3_LISTBODY_MAX (64 * 1024 * 1024)
 
@@ -35,6 +36,7 @@ struct s3_error_info {
 	char code[S3_CODE_MAX];
 	char message[S3_MSG_MAX];
 	char request_id[S3_REQID_MAX];
+	char region[S3_REGION_MAX];         /* <Region>, sent with a wrong signing region */
 };
 
 /* Map an HTTP status and S3 error code ("" or NULL when none) to -errno, and
@@ -48,6 +50,10 @@ int s3_error_parse(const char *body, size_t len, struct s3_error_info *out);
 /* Parse a ListObjectsV2 response body into *out (zeroed first). 0 or -EIO on
  * malformed input (nothing leaks, *out is left empty). */
 int s3_list_parse(const char *body, size_t len, struct s3_list_page *out);
+/* The same for ListObjects V1: out->next_token is the marker of the next page,
+ * NextMarker when the server sent one, else the greatest key or common prefix
+ * of this page (servers omit NextMarker without a delimiter, and some with). */
+int s3_list_parse_v1(const char *body, size_t len, struct s3_list_page *out);
 /* "2024-01-02T03:04:05.123Z" -> wall ms. 0 or -EINVAL. */
 int s3_parse_iso8601_ms(const char *s, int64_t *out_ms);
 /* Form-style decoding used by S3's encoding-type=url: %XX and '+' -> ' '.
@@ -66,8 +72,17 @@ struct s3_client {
 	char *region;
 	char *endpoint_shown;       /* for user-facing messages */
 	int path_style;
+	/* Kept to rebuild the endpoint when the bucket's region is discovered.
+	 * region, authority, endpoint_shown and path_style may change ONLY in
+	 * s3_check_access(), before any other request is submitted. */
+	enum s3_store store;
+	int endpoint_from_region;   /* no --endpoint-url: derived from store + region */
+	int oss_internal;
+	int force_path_style;
+	int list_v1;
 	int connect_timeout_ms;
 	int stall_timeout_ms;
+	int no_verify_tls;          /* cfg.no_verify_tls */
 	int max_attempts;
 	atomic_uint_fast64_t n_requests, n_gets, n_heads, n_lists, n_retries, n_errors, n_bytes_in;
 };
@@ -106,6 +121,7 @@ struct s3_req {
 	char etag[S3_ETAG_MAX];
 	int64_t last_modified_ms;
 	char request_id[S3_REQID_MAX];
+	char bucket_region[S3_REGION_MAX];  /* x-amz-bucket-region */
 	char curl_err[CURL_ERROR_SIZE];
 
 	/* across attempts */
@@ -142,6 +158,20 @@ int s3_req_attempt_start(struct s3_req *r, CURL *easy);
 int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc);
 /* Log the final failure once (no secrets). */
 void s3_req_log_failure(const struct s3_req *r);
+/* Host header value: the endpoint's authority, or bucket.authority. malloc'd. */
+char *s3_build_host(const char *authority, const char *bucket, int path_style);
+/* 1 when the bucket must be addressed as ENDPOINT/BUCKET: forced; an IP literal
+ * or localhost endpoint (no DNS name to put the bucket in); a bucket name that
+ * is not a DNS label (upper case, '_'); a dotted name over https (a wildcard
+ * certificate covers one label only). */
+int s3_pick_path_style(const char *scheme, const char *authority, const char *bucket,
+		       int force);
+/* Split "scheme://authority/path" (default port dropped, IPv6 "[::1]:p" kept
+ * with its brackets). 0 or -EINVAL; on success the three are malloc'd. */
+int s3_parse_endpoint(const char *url, char **scheme, char **authority, char **base_path);
+/* The region a failed answer says the bucket is in (x-amz-bucket-region
+ * header, else <Region> of the error body), or NULL. */
+const char *s3_discovered_region(const struct s3_req *r);
 /* Canonical URI for a key (or the bucket when key == NULL). malloc'd. */
 char *s3_build_canonical_uri(const char *base_path, const char *bucket, int path_style,
 			     const char *key, size_t key_len);

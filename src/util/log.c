@@ -48,7 +48,8 @@ int log_level_parse(const char *s)
 	return -EINVAL;
 }
 
-static void fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
+static void __attribute__((format(printf, 2, 0)))
+fuse_log_sink(enum fuse_log_level level, const char *fmt, va_list ap)
 {
 	char line[1024];
 	size_t n;

@@ -17,6 +17,20 @@ import tempfile
 import threading
 import time
 import urllib.request
+
+# Tests talk to 127.0.0.1 only. A feedfs whose credential chain found nothing
+# would otherwise go on to the real instance-metadata addresses: switch those
+# providers off for every daemon started from here, and keep the user's own
+# ~/.aws files out of the tests.
+os.environ.update({
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "ALIBABA_CLOUD_ECS_METADATA_DISABLED": "true",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/feedfs-tests/credentials",
+    "AWS_CONFIG_FILE": "/nonexistent/feedfs-tests/config",
+})
+for _v in ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+           "AWS_WEB_IDENTITY_TOKEN_FILE", "ALIBABA_CLOUD_ROLE_ARN", "AWS_PROFILE"):
+    os.environ.pop(_v, None)
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest

@@ -5,8 +5,10 @@ spec and not from feedfs' code, so that a test compares two implementations:
   - keys split on '/'; every proper prefix of a key is a directory (implicit);
   - a key ending in '/' is a directory marker: it makes that directory (empty or not);
   - a directory shadows a file of the same name;
-  - a key whose path cannot be a POSIX name is hidden entirely: an empty segment
-    (`a//b`, `/x`), a `.` or `..` segment, a NUL byte, a segment over 255 bytes;
+  - a key whose path cannot be a POSIX name is hidden: an empty segment (`a//b`,
+    `/x`), a `.` or `..` segment, a NUL byte, a segment over 255 bytes; the valid
+    segments in front of the first bad one still are directories (`a//b` shows an
+    empty `a/`: a listing reports the common prefix `a/` without what is below);
   - the key equal to the mount prefix itself (the prefix's own marker) is not an entry.
 """
 
@@ -37,6 +39,10 @@ def expected_tree(objects, prefix=""):
         segs = rel[:-1].split("/") if marker else rel.split("/")
         if not segments_ok(segs):
             hidden.append(key)
+            for i in range(1, len(segs)):
+                if not segments_ok(segs[:i]):
+                    break
+                dirs.add("/".join(segs[:i]))
             continue
         for i in range(1, len(segs)):
             dirs.add("/".join(segs[:i]))

@@ -730,6 +730,60 @@ static void t_queue_failure(void)
 }
 
 /* Close with GETs in flight: waits for them, frees everything (ASan/LSan). */
+/* The block cache's sized fetch: each request carries the object size, and
+ * with align = 4 MiB every segment (readahead, random, tail) covers whole
+ * blocks, so each block is fetched exactly once by one segment. */
+static uint64_t sized_seen = UINT64_MAX;
+static int sized_calls;
+
+static int fake_fetch_sized(void *arg, const char *key, size_t key_len, const char *if_match,
+			    uint64_t obj_size, uint64_t off, size_t len, void *buf,
+			    rd_fetch_done_fn done, void *done_arg)
+{
+	__atomic_store_n(&sized_seen, obj_size, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&sized_calls, 1, __ATOMIC_RELAXED);
+	return fake_fetch(arg, key, key_len, if_match, off, len, buf, done, done_arg);
+}
+
+static void t_aligned_sized_fetch(void)
+{
+	const uint64_t size = 70 * MiB + 12345, bs = 4 * MiB;
+	struct env e;
+	struct obj o;
+	char *buf = malloc(1 * MiB);
+	unsigned seed = 7;
+	int bad = 0;
+
+	wd_arm(120);
+	env_init(&e, 256 * MiB, 0);
+	e.cfg.fetch = NULL;
+	e.cfg.fetch_sized = fake_fetch_sized;
+	e.cfg.align = bs;
+	e.cfg.part_size = 6 * MiB;                   /* rounded up to 8 MiB */
+	o = env_open(&e, "aligned", size);
+	for (uint64_t off = 0; off < size; off += 128 * KiB)   /* a stream ... */
+		bad += !read_ok(&o, off, 128 * KiB, buf);
+	for (int i = 0; i < 50; i++) {                /* ... then random reads */
+		uint64_t off = ((uint64_t)rand_r(&seed) << 16 ^ (uint64_t)rand_r(&seed)) % size;
+
+		bad += !read_ok(&o, off, 64 * KiB + (size_t)rand_r(&seed) % (512 * KiB), buf);
+	}
+	rd_close(o.f);
+	CHECK_EQ_INT(bad, 0);
+	CHECK(sized_calls > 0);
+	CHECK(sized_seen == size);
+	for (size_t i = 0; i < e.fk.nlog; i++) {
+		uint64_t end = e.fk.log[i].off + e.fk.log[i].len;
+
+		CHECK(e.fk.log[i].off % bs == 0);
+		CHECK(end % bs == 0 || end == size);
+		CHECK(e.fk.log[i].len <= 8 * MiB);
+	}
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
 static void t_close_with_gets_in_flight(void)
 {
 	struct env e;
@@ -768,6 +822,7 @@ static const struct test tests[] = {
 	TEST(t_errors_then_retry_table),
 	TEST(t_queue_failure),
 	TEST(t_close_with_gets_in_flight),
+	TEST(t_aligned_sized_fetch),
 	{ 0 },
 };
 

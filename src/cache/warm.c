@@ -1,0 +1,785 @@
+/*
+ * warm — fill a running mount's block cache ahead of a job (`feedfs warm`).
+ *
+ * DESIGN
+ * Daemon side. One listener thread accepts on a unix socket (0600 in a 0700
+ * dir; the path is derived from the mount point, cache_warm_socket_path) and
+ * starts one thread per connection, at most WARM_MAX_CONNS at once. A
+ * connection handles one request at a time: it reads a mount-relative path,
+ * resolves it to (key, ETag, size) through the daemon's resolve function (a
+ * HEAD) and fetches the object block by block through cache_fetch_sized, with
+ * WARM_DEPTH blocks in flight into buffers it owns. The bytes go nowhere: the
+ * point is the cache's write-behind. So warming reads S3 once per missing block
+ * and the disk once per cached one (to verify it), and never goes through FUSE
+ * or the kernel page cache.
+ * Interrupting is safe: between blocks the connection polls for the peer having
+ * gone; it then waits for the blocks in flight (their done callbacks write
+ * into its buffers) and exits. cache_warm_stop shuts every connection down the
+ * same way before the cache is destroyed.
+ * Locks: warm.mu guards the connection list and count; conn.mu guards its
+ * in-flight count and is the only lock taken in done (on the cache thread).
+ *
+ * Client side (cache_warm_main). Finds the feedfs mount holding each PATH in
+ * /proc/self/mountinfo, walks directories (metadata only), and has --jobs
+ * connections work through the file list. Progress: one rewritten line on a
+ * terminal, plain lines every few seconds otherwise.
+ */
+#include "feedfs/cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "feedfs/log.h"
+
+#define TAG "warm"
+#define WARM_MAX_CONNS 64
+#define WARM_DEPTH 2
+#define WARM_PATH_MAX 8192
+#define WARM_ETAG_MAX 128
+
+/* ---------- socket path ---------- */
+
+static uint64_t fnv1a64(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++) {
+		h ^= (unsigned char)*s;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static int runtime_dir(char *out, size_t out_len)
+{
+	const char *x = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (geteuid() == 0)
+		n = snprintf(out, out_len, "/run/feedfs");
+	else if (x && x[0] == '/')
+		n = snprintf(out, out_len, "%s/feedfs", x);
+	else
+		n = snprintf(out, out_len, "/tmp/feedfs-%u", (unsigned)geteuid());
+	return n < 0 || (size_t)n >= out_len ? -ENAMETOOLONG : 0;
+}
+
+int cache_warm_socket_path(const char *mount_abs, char *out, size_t out_len)
+{
+	char dir[256];
+	int n, e = runtime_dir(dir, sizeof(dir));
+
+	if (e < 0)
+		return e;
+	n = snprintf(out, out_len, "%s/ctl-%016llx.sock", dir,
+		     (unsigned long long)fnv1a64(mount_abs));
+	if (n < 0 || (size_t)n >= out_len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* ---------- daemon side ---------- */
+
+struct warm_conn {
+	struct warm_conn *next;
+	struct cache_warm *w;
+	int fd;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned inflight;
+	ssize_t err;                    /* first failure of a block, or 0 */
+};
+
+struct cache_warm {
+	struct cache *c;
+	cache_resolve_fn resolve;
+	void *resolve_arg;
+	uint32_t block;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int lfd;
+	int stop_pipe[2];
+	pthread_t listener;
+	/* Guarded by mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct warm_conn *conns;
+	unsigned nconns;
+	int stopping;
+};
+
+static int read_full(int fd, void *buf, size_t n)
+{
+	char *p = buf;
+
+	while (n) {
+		ssize_t r = read(fd, p, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* A header line "W <n>\n", at most 32 bytes. */
+static int read_header(int fd, size_t *n)
+{
+	char line[32];
+	size_t i = 0;
+	char *end;
+	unsigned long long v;
+
+	while (i < sizeof(line) - 1) {
+		if (read_full(fd, line + i, 1) < 0)
+			return -1;
+		if (line[i] == '\n')
+			break;
+		i++;
+	}
+	line[i] = '\0';
+	if (line[0] != 'W' || line[1] != ' ')
+		return -1;
+	errno = 0;
+	v = strtoull(line + 2, &end, 10);
+	if (errno || *end || end == line + 2 || v == 0 || v > WARM_PATH_MAX)
+		return -1;
+	*n = (size_t)v;
+	return 0;
+}
+
+static void send_line(int fd, const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n) {
+		ssize_t r = send(fd, s, n, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return;
+		s += r;
+		n -= (size_t)r;
+	}
+}
+
+/* The peer closed (or the daemon is stopping: the fd was shut down). */
+static int peer_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+struct warm_io {
+	struct warm_conn *conn;
+	size_t len;
+};
+
+/* Cache thread: must not block beyond conn->mu. */
+static void block_done(void *arg, ssize_t result)
+{
+	struct warm_io *io = arg;
+	struct warm_conn *k = io->conn;
+
+	pthread_mutex_lock(&k->mu);
+	if (result != (ssize_t)io->len && k->err == 0)
+		k->err = result < 0 ? result : -EIO;
+	k->inflight--;
+	pthread_cond_broadcast(&k->cv);
+	pthread_mutex_unlock(&k->mu);
+}
+
+/* Fetch every block of one object through the cache. Returns bytes or -errno. */
+static ssize_t warm_object(struct warm_conn *k, const char *key, size_t klen, const char *etag,
+			   uint64_t size, char **bufs, struct warm_io *ios)
+{
+	uint32_t bs = k->w->block;
+	uint64_t off = 0;
+	unsigned slot = 0;
+	ssize_t err = 0;
+
+	k->err = 0;
+	while (off < size && err == 0) {
+		size_t n = size - off < bs ? (size_t)(size - off) : bs;
+		int rc;
+
+		pthread_mutex_lock(&k->mu);
+		while (k->inflight >= WARM_DEPTH)
+			pthread_cond_wait(&k->cv, &k->mu);
+		err = k->err;
+		if (err == 0)
+			k->inflight++;
+		pthread_mutex_unlock(&k->mu);
+		if (err)
+			break;
+		if (peer_gone(k->fd)) {
+			pthread_mutex_lock(&k->mu);
+			k->inflight--;
+			pthread_mutex_unlock(&k->mu);
+			err = -ECANCELED;
+			break;
+		}
+		/* With WARM_DEPTH in flight and a wait above, slot is free. */
+		ios[slot].conn = k;
+		ios[slot].len = n;
+		rc = cache_fetch_sized(k->w->c, key, klen, etag, size, off, n, bufs[slot],
+				       block_done, &ios[slot]);
+		if (rc < 0) {
+			pthread_mutex_lock(&k->mu);
+			k->inflight--;
+			pthread_mutex_unlock(&k->mu);
+			err = rc;
+			break;
+		}
+		slot = (slot + 1) % WARM_DEPTH;
+		off += n;
+	}
+	pthread_mutex_lock(&k->mu);
+	while (k->inflight)
+		pthread_cond_wait(&k->cv, &k->mu);
+	if (err == 0)
+		err = k->err;
+	pthread_mutex_unlock(&k->mu);
+	return err < 0 ? err : (ssize_t)size;
+}
+
+static void *conn_main(void *arg)
+{
+	struct warm_conn *k = arg;
+	struct cache_warm *w = k->w;
+	struct warm_io ios[WARM_DEPTH];
+	char *bufs[WARM_DEPTH] = { NULL };
+	char *path = malloc(WARM_PATH_MAX + 1);
+	int ok = path != NULL;
+
+	for (int i = 0; i < WARM_DEPTH && ok; i++)
+		ok = (bufs[i] = malloc(w->block)) != NULL;
+	while (ok) {
+		char etag[WARM_ETAG_MAX], reply[64], *key = NULL;
+		size_t n, klen;
+		uint64_t size;
+		ssize_t r;
+
+		if (read_header(k->fd, &n) < 0 || read_full(k->fd, path, n) < 0)
+			break;
+		path[n] = '\0';
+		r = w->resolve(w->resolve_arg, path, n, &key, &klen, etag, sizeof(etag), &size);
+		if (r == 0 && !etag[0])
+			r = -ENOTSUP;           /* no ETag: the cache cannot hold it */
+		if (r == 0)
+			r = warm_object(k, key, klen, etag, size, bufs, ios);
+		free(key);
+		if (r < 0) {
+			log_info(TAG, "warming %s: %s", path, strerror((int)-r));
+			snprintf(reply, sizeof(reply), "ERR %d\n", (int)-r);
+		} else {
+			snprintf(reply, sizeof(reply), "OK %lld\n", (long long)r);
+		}
+		send_line(k->fd, reply);
+	}
+	for (int i = 0; i < WARM_DEPTH; i++)
+		free(bufs[i]);
+	free(path);
+
+	pthread_mutex_lock(&w->mu);
+	for (struct warm_conn **pp = &w->conns; *pp; pp = &(*pp)->next)
+		if (*pp == k) {
+			*pp = k->next;
+			break;
+		}
+	w->nconns--;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	close(k->fd);
+	pthread_cond_destroy(&k->cv);
+	pthread_mutex_destroy(&k->mu);
+	free(k);
+	return NULL;
+}
+
+static void *listener_main(void *arg)
+{
+	struct cache_warm *w = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = w->lfd, .events = POLLIN },
+				       { .fd = w->stop_pipe[0], .events = POLLIN } };
+		struct warm_conn *k;
+		pthread_attr_t at;
+		pthread_t t;
+		int fd;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[1].revents)
+			break;
+		fd = accept4(w->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		pthread_mutex_lock(&w->mu);
+		if (w->stopping || w->nconns >= WARM_MAX_CONNS || !(k = calloc(1, sizeof(*k)))) {
+			pthread_mutex_unlock(&w->mu);
+			close(fd);
+			continue;
+		}
+		k->w = w;
+		k->fd = fd;
+		pthread_mutex_init(&k->mu, NULL);
+		pthread_cond_init(&k->cv, NULL);
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		if (pthread_create(&t, &at, conn_main, k) != 0) {
+			pthread_mutex_unlock(&w->mu);
+			pthread_attr_destroy(&at);
+			close(fd);
+			free(k);
+			continue;
+		}
+		pthread_attr_destroy(&at);
+		k->next = w->conns;
+		w->conns = k;
+		w->nconns++;
+		pthread_mutex_unlock(&w->mu);
+	}
+	return NULL;
+}
+
+int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
+		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len)
+{
+	struct sockaddr_un sa;
+	struct cache_stats st;
+	struct cache_warm *w;
+	char dir[256];
+	struct stat sb;
+	mode_t old;
+	int e;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->lfd = w->stop_pipe[0] = w->stop_pipe[1] = -1;
+	w->c = c;
+	w->resolve = resolve;
+	w->resolve_arg = resolve_arg;
+	cache_get_stats(c, &st);
+	w->block = st.block_size;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	e = runtime_dir(dir, sizeof(dir));
+	if (e == 0)
+		e = cache_warm_socket_path(mount_abs, w->path, sizeof(w->path));
+	if (e < 0) {
+		snprintf(msg, msg_len, "warm socket path: %s", strerror(-e));
+		goto fail;
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		e = -errno;
+		snprintf(msg, msg_len, "cannot create %s: %s", dir, strerror(-e));
+		goto fail;
+	}
+	/* Only a dir we own and nobody else may write to holds our socket. */
+	if (lstat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
+	    (sb.st_mode & 022)) {
+		e = -EPERM;
+		snprintf(msg, msg_len, "%s is not a private directory owned by uid %u", dir,
+			 (unsigned)geteuid());
+		goto fail;
+	}
+	w->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (w->lfd < 0 || pipe2(w->stop_pipe, O_CLOEXEC) < 0) {
+		e = -errno;
+		snprintf(msg, msg_len, "warm socket: %s", strerror(-e));
+		goto fail;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, w->path, strlen(w->path) + 1);
+	/* A socket left by a daemon that died on this mount point: the mount
+	 * point is ours now (it was checked free), so is its socket path. */
+	unlink(w->path);
+	old = umask(0177);
+	e = bind(w->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old);
+	if (e == 0 && (chmod(w->path, 0600) < 0 || listen(w->lfd, 64) < 0))
+		e = -errno;
+	if (e < 0) {
+		snprintf(msg, msg_len, "warm socket %s: %s", w->path, strerror(-e));
+		goto fail;
+	}
+	if (pthread_create(&w->listener, NULL, listener_main, w) != 0) {
+		e = -EAGAIN;
+		snprintf(msg, msg_len, "cannot start the warm thread");
+		unlink(w->path);
+		goto fail;
+	}
+	log_info(TAG, "control socket %s", w->path);
+	*out = w;
+	return 0;
+fail:
+	if (w->lfd >= 0)
+		close(w->lfd);
+	if (w->stop_pipe[0] >= 0) {
+		close(w->stop_pipe[0]);
+		close(w->stop_pipe[1]);
+	}
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+	return e;
+}
+
+void cache_warm_stop(struct cache_warm *w)
+{
+	if (!w)
+		return;
+	if (write(w->stop_pipe[1], "x", 1) < 0) {
+		/* cannot happen with an open pipe; the join below would hang */
+		BUG_ON(1);
+	}
+	pthread_join(w->listener, NULL);
+	unlink(w->path);
+	pthread_mutex_lock(&w->mu);
+	w->stopping = 1;
+	for (struct warm_conn *k = w->conns; k; k = k->next)
+		shutdown(k->fd, SHUT_RDWR);
+	while (w->nconns)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+	close(w->lfd);
+	close(w->stop_pipe[0]);
+	close(w->stop_pipe[1]);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w);
+}
+
+/* ---------- client side ---------- */
+
+struct wfile {
+	char *rel;                      /* relative to the mount root */
+	uint64_t size;
+};
+
+struct wjob {
+	char sock[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct wfile *files;
+	size_t nfiles, cap;
+	uint64_t total_bytes;
+	atomic_size_t next;
+	atomic_size_t done_files, failed;
+	atomic_ullong done_bytes;
+	atomic_int conn_failed;
+};
+
+/* Longest feedfs mount point that holds abs. 0, or -ENOENT. */
+static int find_mount(const char *abs, char *mnt, size_t mnt_len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0, best = 0;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		char *save = NULL, *tok = strtok_r(line, " ", &save), *mp, *d, *s;
+		size_t l;
+
+		for (int i = 0; tok && i < 4; i++)
+			tok = strtok_r(NULL, " ", &save);
+		mp = tok;
+		while ((tok = strtok_r(NULL, " ", &save)) && strcmp(tok, "-"))
+			;
+		tok = tok ? strtok_r(NULL, " ", &save) : NULL;
+		if (!mp || !tok || strcmp(tok, "fuse.feedfs"))
+			continue;
+		for (d = s = mp; *s; ) {     /* undo \ooo escapes */
+			if (s[0] == '\\' && s[1] && s[2] && s[3]) {
+				*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+				s += 4;
+			} else {
+				*d++ = *s++;
+			}
+		}
+		*d = '\0';
+		l = strlen(mp);
+		if (l == 1)
+			l = 0;                  /* "/" */
+		if (strncmp(abs, mp, l) == 0 && (abs[l] == '/' || abs[l] == '\0') &&
+		    strlen(mp) + 1 > best && strlen(mp) < mnt_len) {
+			best = strlen(mp) + 1;
+			strcpy(mnt, mp);
+		}
+	}
+	free(line);
+	fclose(f);
+	return best ? 0 : -ENOENT;
+}
+
+static struct wjob *walk_job;
+static size_t walk_root_len;
+
+static int add_file(struct wjob *j, const char *abs, size_t root_len, uint64_t size)
+{
+	const char *rel = abs + root_len;
+
+	while (*rel == '/')
+		rel++;
+	if (!*rel || strchr(rel, '\n'))
+		return 0;
+	if (j->nfiles == j->cap) {
+		size_t nc = j->cap ? j->cap * 2 : 256;
+		struct wfile *nf = realloc(j->files, nc * sizeof(*nf));
+
+		if (!nf)
+			return -ENOMEM;
+		j->files = nf;
+		j->cap = nc;
+	}
+	j->files[j->nfiles].rel = strdup(rel);
+	if (!j->files[j->nfiles].rel)
+		return -ENOMEM;
+	j->files[j->nfiles++].size = size;
+	j->total_bytes += size;
+	return 0;
+}
+
+static int walk_cb(const char *p, const struct stat *st, int type, struct FTW *ftw)
+{
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		return add_file(walk_job, p, walk_root_len, (uint64_t)st->st_size) < 0;
+	return 0;
+}
+
+static int conn_open(const char *path)
+{
+	struct sockaddr_un sa;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = -errno;
+
+		close(fd);
+		return e;
+	}
+	return fd;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n) {
+		ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void *client_worker(void *arg)
+{
+	struct wjob *j = arg;
+	int fd = conn_open(j->sock);
+
+	if (fd < 0) {
+		atomic_store(&j->conn_failed, -fd);
+		return NULL;
+	}
+	for (;;) {
+		size_t i = atomic_fetch_add(&j->next, 1);
+		char hdr[32], line[64];
+		size_t n = 0;
+
+		if (i >= j->nfiles)
+			break;
+		snprintf(hdr, sizeof(hdr), "W %zu\n", strlen(j->files[i].rel));
+		if (write_all(fd, hdr, strlen(hdr)) < 0 ||
+		    write_all(fd, j->files[i].rel, strlen(j->files[i].rel)) < 0)
+			goto lost;
+		while (n < sizeof(line) - 1) {
+			if (read_full(fd, line + n, 1) < 0)
+				goto lost;
+			if (line[n] == '\n')
+				break;
+			n++;
+		}
+		line[n] = '\0';
+		if (strncmp(line, "OK ", 3) == 0) {
+			atomic_fetch_add(&j->done_bytes, strtoull(line + 3, NULL, 10));
+		} else {
+			int e = strncmp(line, "ERR ", 4) == 0 ? atoi(line + 4) : EPROTO;
+
+			fprintf(stderr, "feedfs warm: %s: %s\n", j->files[i].rel, strerror(e));
+			atomic_fetch_add(&j->failed, 1);
+		}
+		atomic_fetch_add(&j->done_files, 1);
+	}
+	close(fd);
+	return NULL;
+lost:
+	atomic_store(&j->conn_failed, ECONNRESET);
+	close(fd);
+	return NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void progress(struct wjob *j, double t0, int tty, int final)
+{
+	double el = now_s() - t0, mib = atomic_load(&j->done_bytes) / 1048576.0;
+	double rate = el > 0 ? mib / el : 0;
+	double left = j->total_bytes / 1048576.0 - mib;
+	char eta[32];
+
+	if (final)
+		snprintf(eta, sizeof(eta), "%.1fs", el);
+	else if (rate > 0)
+		snprintf(eta, sizeof(eta), "ETA %.0fs", left > 0 ? left / rate : 0);
+	else
+		snprintf(eta, sizeof(eta), "ETA ?");
+	fprintf(tty ? stderr : stdout, "%swarm: %zu/%zu files, %.1f/%.1f MiB, %.1f MiB/s, %s%s%s",
+		tty ? "\r" : "", atomic_load(&j->done_files), j->nfiles, mib,
+		j->total_bytes / 1048576.0, rate, eta,
+		atomic_load(&j->failed) ? ", some failed" : "", tty && !final ? "\033[K" : "\n");
+	fflush(tty ? stderr : stdout);
+}
+
+static const char warm_usage[] =
+	"usage: feedfs warm [--jobs N] MOUNTPOINT/PATH...\n"
+	"    Loads the files (directories: everything below) into the block cache of\n"
+	"    the feedfs daemon serving them, without reading through the mount.\n"
+	"    --jobs N   files warmed in parallel, 1..64 (default 4)\n";
+
+int cache_warm_main(int argc, char **argv)
+{
+	struct wjob *j = calloc(1, sizeof(*j));
+	char mnt[PATH_MAX] = "";
+	pthread_t th[WARM_MAX_CONNS];
+	long jobs = 4;
+	int tty = isatty(STDERR_FILENO), status = 0, npaths = 0;
+	double t0, last = 0;
+
+	if (!j)
+		return 1;
+	for (int i = 1; i < argc; i++) {
+		char abs[PATH_MAX], m[PATH_MAX];
+		struct stat st;
+
+		if (strcmp(argv[i], "--jobs") == 0 || strcmp(argv[i], "-j") == 0) {
+			char *end;
+
+			if (i + 1 >= argc)
+				goto usage;
+			jobs = strtol(argv[++i], &end, 10);
+			if (*end || jobs < 1 || jobs > WARM_MAX_CONNS)
+				goto usage;
+			continue;
+		}
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			fputs(warm_usage, stdout);
+			return 0;
+		}
+		if (!realpath(argv[i], abs) || stat(abs, &st) < 0) {
+			fprintf(stderr, "feedfs warm: %s: %s\n", argv[i], strerror(errno));
+			return 1;
+		}
+		if (find_mount(abs, m, sizeof(m)) < 0) {
+			fprintf(stderr, "feedfs warm: %s is not on a feedfs mount\n", argv[i]);
+			return 1;
+		}
+		if (mnt[0] && strcmp(mnt, m)) {
+			fprintf(stderr, "feedfs warm: %s and %s are on different mounts\n", mnt, m);
+			return 2;
+		}
+		strcpy(mnt, m);
+		npaths++;
+		if (S_ISDIR(st.st_mode)) {
+			walk_job = j;
+			walk_root_len = strlen(mnt);
+			if (nftw(abs, walk_cb, 32, FTW_PHYS) != 0) {
+				fprintf(stderr, "feedfs warm: walking %s failed\n", argv[i]);
+				return 1;
+			}
+		} else if (S_ISREG(st.st_mode) && add_file(j, abs, strlen(mnt),
+							  (uint64_t)st.st_size) < 0) {
+			return 1;
+		}
+	}
+	if (!npaths)
+		goto usage;
+	if (cache_warm_socket_path(mnt, j->sock, sizeof(j->sock)) < 0 ||
+	    access(j->sock, F_OK) < 0) {
+		fprintf(stderr, "feedfs warm: no control socket for %s (%s): is its cache on "
+			"(--cache-dir) and are you its owner?\n", mnt, j->sock);
+		return 1;
+	}
+	if ((size_t)jobs > j->nfiles)
+		jobs = j->nfiles ? (long)j->nfiles : 1;
+	t0 = now_s();
+	for (long i = 0; i < jobs; i++)
+		if (pthread_create(&th[i], NULL, client_worker, j) != 0)
+			jobs = i;
+	while (atomic_load(&j->done_files) < j->nfiles && !atomic_load(&j->conn_failed)) {
+		usleep(200 * 1000);
+		if (tty || now_s() - last >= 5) {
+			progress(j, t0, tty, 0);
+			last = now_s();
+		}
+	}
+	for (long i = 0; i < jobs; i++)
+		pthread_join(th[i], NULL);
+	progress(j, t0, tty, 1);
+	if (atomic_load(&j->conn_failed)) {
+		fprintf(stderr, "feedfs warm: lost the daemon (%s): %s\n", j->sock,
+			strerror(atomic_load(&j->conn_failed)));
+		status = 1;
+	}
+	if (atomic_load(&j->failed))
+		status = 1;
+	for (size_t i = 0; i < j->nfiles; i++)
+		free(j->files[i].rel);
+	free(j->files);
+	free(j);
+	return status;
+usage:
+	fputs(warm_usage, stderr);
+	return 2;
+}

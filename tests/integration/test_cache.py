@@ -1,0 +1,271 @@
+"""The on-disk block cache through a real mount (--cache-dir).
+
+GETs are counted by a small proxy (counting_proxy.py) between feedfs and s3rver;
+the cache's own counters come from the stats line the daemon logs at unmount.
+Blocks are 1 MiB here so that a few MiB of data spans many blocks. No timing is
+asserted: sleeps only wait out a TTL.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import content_for, run_feedfs, sha256, unmount
+from counting_proxy import CountingProxy
+
+MIB = 1 << 20
+# An explicit size: the default (half the free disk, preallocated) would fill a
+# shared test disk quickly.
+BS = ["--block-size", "1M", "--cache-size", "64M"]
+
+OBJECTS = {
+    "one.bin": 1,
+    "small/a.bin": 100 * 1024,
+    "small/b.bin": 100 * 1024 + 7,
+    "mid.bin": 5 * MIB + 3,
+    "big.bin": 13 * MIB,
+    "edge.bin": 2 * MIB,
+}
+
+
+@pytest.fixture
+def proxy(s3server):
+    p = CountingProxy(s3server.url).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def bucket(s3, new_bucket):
+    b = new_bucket("cache")
+    for k, n in OBJECTS.items():
+        s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
+    return b
+
+
+def drop_page_cache():
+    subprocess.run(["sync"])
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass                      # not root: O_DIRECT-free reads still go to FUSE after remount
+
+
+def read_all(m, keys=OBJECTS):
+    out = {}
+    for k in keys:
+        with open(m.p(k), "rb") as f:
+            out[k] = sha256(f.read())
+    return out
+
+
+def expected(keys=OBJECTS):
+    return {k: sha256(content_for(k, OBJECTS[k])) for k in keys}
+
+
+def cache_stats(log):
+    """The last 'cache' stats line of a daemon log, as a dict."""
+    with open(log, errors="replace") as f:
+        lines = [l for l in f if "inner fetches" in l]
+    assert lines, "no cache stats line in %s" % log
+    pairs = re.findall(r"([a-z][a-z ]*?) (\d+)(?:/\d+)?(?:,|$)", lines[-1].split("]")[-1])
+    return {k.strip().split(":")[-1].strip(): int(v) for k, v in pairs}
+
+
+def umount(m):
+    problems = unmount(m.path, m.pids)
+    assert not problems, problems
+
+
+def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(m1) == expected()
+    assert proxy.gets() > 0
+    umount(m1)
+    st = cache_stats(m1.log)
+    assert st["misses"] > 0 and st["checksum failures"] == 0
+
+    drop_page_cache()
+    proxy.reset()
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(m2) == expected()
+    # random reads across block edges, from disk too
+    with open(m2.p("big.bin"), "rb") as f:
+        src = content_for("big.bin", OBJECTS["big.bin"])
+        for off in (0, MIB - 5, 3 * MIB + 17, 13 * MIB - 9):
+            f.seek(off)
+            assert f.read(4096) == src[off:off + 4096]
+    assert proxy.gets() == 0, proxy.get_paths
+    umount(m2)
+    st = cache_stats(m2.log)
+    assert st["hits"] > 0 and st["inner fetches"] == 0
+
+
+def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(m1) == expected()
+    umount(m1)
+    slab = os.path.join(cdir, "slab")
+    used = 0
+    with open(slab, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        for slot in range(size // MIB):
+            f.seek(slot * MIB + 10)
+            b = f.read(1)
+            f.seek(slot * MIB + 10)
+            f.write(bytes([b[0] ^ 0xFF]))
+            used += 1
+    assert used > 0
+    drop_page_cache()
+    proxy.reset()
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(m2) == expected()
+    assert proxy.gets() > 0
+    umount(m2)
+    st = cache_stats(m2.log)
+    assert st["checksum failures"] > 0
+
+
+def test_eviction_under_small_cache_keeps_bytes_right(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--cache-size", "4M", endpoint=proxy.url)
+    for _ in range(2):
+        assert read_all(m) == expected()
+        drop_page_cache()
+    umount(m)
+    st = cache_stats(m.log)
+    assert st["evictions"] > 0
+    assert st["slots"] <= 4
+
+
+def test_changed_object_is_fetched_anew(mount, s3, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--metadata-ttl", "1", endpoint=proxy.url)
+    assert read_all(m, ["mid.bin"]) == expected(["mid.bin"])
+    new = content_for("mid.bin v2", OBJECTS["mid.bin"])       # same size, new bytes
+    s3.put_object(Bucket=bucket, Key="mid.bin", Body=new)
+    time.sleep(2.5)                                          # outlive --metadata-ttl
+    with open(m.p("mid.bin"), "rb") as f:
+        got = f.read()
+    assert sha256(got) == sha256(new)
+    umount(m)
+
+
+def test_kill_9_then_restart_keeps_a_valid_cache(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(m1) == expected()
+    time.sleep(0.5)                                          # let write-behind land (not required)
+    for pid in m1.pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in m1.pids:
+        for _ in range(200):
+            if not os.path.exists("/proc/%d" % pid):
+                break
+            time.sleep(0.05)
+    subprocess.run(["fusermount3", "-uz", m1.path], capture_output=True)
+    drop_page_cache()
+    proxy.reset()
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(m2) == expected()
+    umount(m2)
+    with open(m2.log, errors="replace") as f:
+        assert "recovered after a crash" in f.read()
+
+
+def test_concurrent_readers_of_one_block_make_one_get(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m = mount(bucket, "", "--cache-dir", cdir, "--cache-size", "64M",  # 4 MiB blocks
+              endpoint=proxy.url)
+    proxy.reset()
+    proxy.delay_s = 0.5
+    want = sha256(content_for("edge.bin", OBJECTS["edge.bin"]))
+    got, start = [], threading.Barrier(8)
+
+    def reader():
+        start.wait()
+        with open(m.p("edge.bin"), "rb") as f:
+            got.append(sha256(f.read()))
+    ts = [threading.Thread(target=reader) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == [want] * 8
+    assert proxy.gets("edge.bin") == 1, proxy.get_paths
+    umount(m)
+
+
+def test_second_daemon_on_same_cache_dir_fails(mount, bucket, s3server, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m = mount(bucket, "", "--cache-dir", cdir, *BS)
+    mnt2 = str(tmp_path / "other")
+    os.mkdir(mnt2)
+    cp, _ = run_feedfs(m.binary, "s3://" + bucket, mnt2, ["--cache-dir", cdir] + BS,
+                       s3server.url, log=str(tmp_path / "second.log"))
+    err = cp.stderr.decode()
+    assert cp.returncode == 1
+    assert len(err.strip().splitlines()) == 1, err
+    assert "in use by feedfs pid %d" % m.pids[0] in err, err
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--cache-size", "2M"], "too small"),
+    (["--block-size", "3M"], "power of two"),
+])
+def test_bad_cache_options_fail_with_one_line(feedfs_bin, bucket, s3server, tmp_path, args, needle):
+    mnt = str(tmp_path / "m")
+    os.mkdir(mnt)
+    cp, _ = run_feedfs(feedfs_bin, "s3://" + bucket, mnt,
+                       ["--cache-dir", str(tmp_path / "c"), *BS, *args], s3server.url)
+    err = cp.stderr.decode()
+    assert cp.returncode in (1, 2) and needle in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_cache_dir_under_a_file_fails(feedfs_bin, bucket, s3server, tmp_path):
+    f = tmp_path / "file"
+    f.write_bytes(b"x")
+    mnt = str(tmp_path / "m")
+    os.mkdir(mnt)
+    cp, _ = run_feedfs(feedfs_bin, "s3://" + bucket, mnt, ["--cache-dir", str(f / "c")],
+                       s3server.url)
+    err = cp.stderr.decode()
+    assert cp.returncode == 1 and "cache dir" in err, err
+
+
+def test_warm_then_read_makes_zero_gets(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    m = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    cp = subprocess.run([m.binary, "warm", "--jobs", "3", m.p("small"), m.p("big.bin"),
+                         m.p("mid.bin")], capture_output=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr.decode()
+    assert b"4/4 files" in cp.stdout, cp.stdout
+    proxy.reset()
+    keys = ["small/a.bin", "small/b.bin", "big.bin", "mid.bin"]
+    assert read_all(m, keys) == expected(keys)
+    assert proxy.gets() == 0, proxy.get_paths
+    umount(m)
+
+
+def test_bdi_readahead_raised_as_root(mount, bucket, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    m = mount(bucket, "", "--cache-dir", str(tmp_path / "c"), *BS)
+    st = os.stat(m.path)
+    path = "/sys/class/bdi/%d:%d/read_ahead_kb" % (os.major(st.st_dev), os.minor(st.st_dev))
+    for _ in range(100):                 # the daemon sets it just after INIT
+        with open(path) as f:
+            kb = int(f.read())
+        if kb >= 1024:
+            break
+        time.sleep(0.05)
+    assert kb >= 1024
