@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,10 +126,13 @@ int mount_check_point(const char *path, char *abs, size_t abs_len, char *msg, si
 {
 	char real[PATH_MAX], fstype[64];
 	struct dirent *de;
+	struct statfs sfs;
 	struct stat st;
 	DIR *d;
 
-	if (stat(path, &st) < 0 && errno == ENOTCONN && detach_stale(path) == 0)
+	/* statfs always reaches the daemon (stat may be answered from cached
+	 * attributes): ENOTCONN means nobody serves this mount any more. */
+	if (statfs(path, &sfs) < 0 && errno == ENOTCONN && detach_stale(path) == 0)
 		fprintf(stderr, "feedfs: %s was a stale feedfs mount (its daemon died): "
 			"detached it\n", path);
 	if (stat(path, &st) < 0) {

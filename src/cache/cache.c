@@ -204,9 +204,11 @@ static void inner_done(void *arg, ssize_t result)
 	op->qnext = NULL;
 	*c->q.done_tail = op;
 	c->q.done_tail = &op->qnext;
-	pthread_mutex_unlock(&c->q.lock);
+	/* Wake under the lock: once the cache thread can see this op it may
+	 * finish, and cache_destroy() close efd and free c. */
 	if (was_empty)
 		wake(c);
+	pthread_mutex_unlock(&c->q.lock);
 }
 
 /* ---- cache thread: buffers, table, requests ---- */

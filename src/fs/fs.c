@@ -8,15 +8,17 @@
  *
  * State: one table of live nodes (inode.c), each with a kernel lookup count
  * (lookup and readdirplus add one, forget removes; the root is never freed).
- * A node caches its attributes for --metadata-ttl; a directory node caches its
- * last complete listing (built by readdir, dir.c) for the same time, which
- * answers lookups, including negative ones, without requests. Misses that went
+ * A node caches its attributes for --metadata-ttl; complete directory listings
+ * (built by readdir or a subtree listing, dir.c) are cached by directory path
+ * for the same time (fs->lcache, names.c), which answers lookups, including
+ * negative ones, without requests. Misses that went
  * to S3 are remembered for --negative-ttl. The kernel is told the same TTLs
  * (entry/attr timeouts), so a change in the bucket shows within one TTL.
  *
  * Lookup of name N in directory prefix P, when no fresh listing answers:
- * ListObjectsV2 prefix "P N/" max-keys=1 (any key below makes N a directory,
- * which shadows a file N), else HEAD "P N" (a file), else ENOENT.
+ * ListObjectsV2 prefix "P N/", one page (any key below makes N a directory,
+ * which shadows a file N; a page that is not truncated is N's whole subtree
+ * and is cached as such), else HEAD "P N" (a file), else ENOENT.
  *
  * Files: open refreshes stale attributes with HEAD and keeps the kernel page
  * cache (keep_cache) only when the ETag equals the one seen at the previous
@@ -130,11 +132,6 @@ static void neg_add(struct fs_neg *ng, const char *path, size_t len, int64_t exp
 static struct fs *req_fs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
-}
-
-int fs_listing_fresh(const struct fs *fs, const struct fs_listing *l, int64_t now_ms)
-{
-	return l && l->complete && now_ms - l->fetched_ms < fs->opts.metadata_ttl_ms;
 }
 
 static int attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms)
@@ -277,12 +274,17 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct 
 	dirp[klen] = '/';
 	dirp[klen + 1] = '\0';
 
+	/* With subtree listings on, ask for a whole page (not max-keys=1): the
+	 * same one request, and when N holds at most 1000 keys it is N's complete
+	 * subtree, which answers the opendir and the lookups that usually follow. */
 	memset(&page, 0, sizeof(page));
-	r = s3_list(fs->s3, dirp, NULL, NULL, 1, &page);
+	r = s3_list(fs->s3, dirp, NULL, NULL, fs->subtree_max_keys ? 0 : 1, &page);
 	FS_STAT_INC(fs, list_pages);
 	if (r >= 0) {
 		int is_dir = page.n_objects > 0 || page.n_prefixes > 0;
 
+		if (is_dir && fs->subtree_max_keys)
+			fs_subtree_from_page(fs, path, path_len, dirp, klen + 1, &page);
 		s3_list_page_cleanup(&page);
 		if (is_dir) {
 			r = 1;
@@ -303,6 +305,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 {
 	size_t nlen = strlen(name), plen;
 	struct fs_node *p, *n;
+	struct fs_listing *pl;
 	struct s3_object obj;
 	int64_t now = util_now_ms();
 	char *path;
@@ -325,15 +328,16 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->lock);
 		return -ENOMEM;
 	}
-	if (fs_listing_fresh(fs, p->listing, now)) {
-		long i = fs_listing_find(p->listing, name, nlen);
+	pl = fs_lcache_get(&fs->lcache, p->path, p->path_len, now, fs->opts.metadata_ttl_ms);
+	if (pl) {
+		long i = fs_listing_find(pl, name, nlen);
 
 		FS_STAT_INC(fs, lookups_cached);
 		if (i < 0) {
 			r = -ENOENT;
 		} else {
-			const struct fs_dirent *d = &p->listing->ents[i];
-			int64_t when = p->listing->fetched_ms;
+			const struct fs_dirent *d = &pl->ents[i];
+			int64_t when = pl->fetched_ms;
 
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (n) {
@@ -593,12 +597,48 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 }
 
+/*
+ * Each FUSE worker keeps one read buffer for its life. A fresh 1 MiB malloc
+ * per read is an mmap plus 256 page faults, and on virtual machines those
+ * faults cost more than the copy itself (measured: most of the daemon's CPU
+ * on a sequential read). Bounded: one buffer of at most max_read per worker.
+ */
+static __thread char *read_buf;
+static __thread size_t read_buf_len;
+
+static void read_buf_free(void *p)
+{
+	free(p);
+}
+
+static pthread_key_t read_buf_key;
+static pthread_once_t read_buf_once = PTHREAD_ONCE_INIT;
+
+static void read_buf_key_init(void)
+{
+	pthread_key_create(&read_buf_key, read_buf_free);
+}
+
+static char *read_buf_get(size_t size)
+{
+	if (size <= read_buf_len)
+		return read_buf;
+	pthread_once(&read_buf_once, read_buf_key_init);
+	free(read_buf);
+	read_buf_len = 0;
+	read_buf = malloc(size);
+	if (read_buf)
+		read_buf_len = size;
+	pthread_setspecific(read_buf_key, read_buf);   /* freed when the worker exits */
+	return read_buf;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
 	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
-	char *buf = size ? malloc(size) : NULL;
+	char *buf = size ? read_buf_get(size) : NULL;
 	ssize_t r;
 
 	if (size && !buf) {
@@ -625,7 +665,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	} else {
 		fuse_reply_buf(req, buf, (size_t)r);
 	}
-	free(buf);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -814,6 +853,28 @@ const struct fuse_lowlevel_ops *fs_lowlevel_ops(void)
 	return &fs_ops;
 }
 
+/* The subtree-listing cap: nothing is cached with a zero TTL, so a subtree
+ * listing would only be thrown away. */
+static long subtree_max_keys(const struct fs_options *opts)
+{
+	const char *env = getenv("FEEDFS_LIST_SUBTREE_MAX_KEYS");
+	long v = FS_SUBTREE_MAX_KEYS_DEFAULT;
+
+	if (env && *env) {
+		char *end;
+
+		errno = 0;
+		v = strtol(env, &end, 10);
+		if (errno || *end || v < 0) {
+			log_warn(TAG, "FEEDFS_LIST_SUBTREE_MAX_KEYS='%s' ignored: not a count", env);
+			v = FS_SUBTREE_MAX_KEYS_DEFAULT;
+		}
+	}
+	if (opts->metadata_ttl_ms <= 0)
+		v = 0;
+	return v;
+}
+
 struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
 		  const struct rd_config *rd)
 {
@@ -825,12 +886,21 @@ struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
 	fs->neg = calloc(1, sizeof(*fs->neg));
-	if (!fs->prefix || !fs->neg || fs_inodes_init(&fs->inodes) < 0) {
+	if (!fs->prefix || !fs->neg || fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES) < 0) {
+		fs_lcache_cleanup(&fs->lcache);
 		free(fs->prefix);
 		free(fs->neg);
 		free(fs);
 		return NULL;
 	}
+	if (fs_inodes_init(&fs->inodes) < 0) {
+		fs_lcache_cleanup(&fs->lcache);
+		free(fs->prefix);
+		free(fs->neg);
+		free(fs);
+		return NULL;
+	}
+	fs->subtree_max_keys = subtree_max_keys(opts);
 	fs->prefix_len = strlen(fs->prefix);
 	fs->opts.prefix = fs->prefix;
 	fs->s3 = s3;
@@ -851,6 +921,7 @@ void fs_destroy(struct fs *fs)
 	if (!fs)
 		return;
 	fs_inodes_cleanup(&fs->inodes);
+	fs_lcache_cleanup(&fs->lcache);
 	neg_clear(fs->neg);
 	free(fs->neg);
 	pthread_mutex_destroy(&fs->lock);
@@ -861,19 +932,28 @@ void fs_destroy(struct fs *fs)
 void fs_log_stats(struct fs *fs)
 {
 	struct fs_stats s;
-	size_t live;
+	size_t live, lc_count, lc_bytes;
+	uint64_t lc_evicted;
 
 	pthread_mutex_lock(&fs->lock);
 	s = fs->stats;
 	live = fs->inodes.count;
+	lc_count = fs->lcache.count;
+	lc_bytes = fs->lcache.bytes;
+	lc_evicted = fs->lcache.evictions;
 	pthread_mutex_unlock(&fs->lock);
 	log_info(TAG, "lookups %llu (cached %llu, remote %llu, negative hits %llu), "
 		 "list pages %llu, heads %llu, opens %llu (keep_cache %llu), reads %llu, "
-		 "estale %llu, hidden keys %llu, live inodes %zu",
+		 "estale %llu, hidden keys %llu, live inodes %zu; subtree listings %llu "
+		 "(%llu pages, %llu directories, %llu too big), listing cache %zu dirs "
+		 "%zu KiB (%llu evicted)",
 		 (unsigned long long)s.lookups, (unsigned long long)s.lookups_cached,
 		 (unsigned long long)s.lookups_remote, (unsigned long long)s.negative_hits,
 		 (unsigned long long)s.list_pages, (unsigned long long)s.heads,
 		 (unsigned long long)s.opens, (unsigned long long)s.keep_cache,
 		 (unsigned long long)s.reads, (unsigned long long)s.estale,
-		 (unsigned long long)s.hidden, live);
+		 (unsigned long long)s.hidden, live,
+		 (unsigned long long)s.subtree_walks, (unsigned long long)s.subtree_pages,
+		 (unsigned long long)s.subtree_dirs, (unsigned long long)s.subtree_too_big,
+		 lc_count, lc_bytes >> 10, (unsigned long long)lc_evicted);
 }

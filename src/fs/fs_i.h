@@ -13,12 +13,28 @@
 #include "feedfs/prefetch.h"
 #include "inode_i.h"
 
+struct s3_list_page;
+
 struct fs_neg;                      /* negative-lookup cache (fs.c) */
 
 struct fs_stats {                   /* relaxed atomics */
 	uint64_t lookups, lookups_cached, lookups_remote, negative_hits;
 	uint64_t hidden, list_pages, heads, opens, keep_cache, reads, estale;
+	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
 };
+
+/*
+ * Subtree listing (dir.c): the default cap on the keys one flat listing may
+ * read before the directory is declared too big and listed with a delimiter.
+ * 100,000 keys = 100 pages: the most an oversized directory wastes (once per
+ * FS_BIG_TTL_FACTOR x TTL), ~1-3 s on S3 at 10-30 ms a page, and ~15 MB of
+ * listings while building. Overridden by $FEEDFS_LIST_SUBTREE_MAX_KEYS
+ * (0: subtree listing off) until main.c grows --list-subtree-max-keys.
+ */
+#define FS_SUBTREE_MAX_KEYS_DEFAULT 100000
+#define FS_BIG_TTL_FACTOR 10
+/* Memory bound of the listing cache (entries evicted oldest first). */
+#define FS_LCACHE_MAX_BYTES (64u << 20)
 
 struct fs {
 	struct fs_options opts;
@@ -32,11 +48,13 @@ struct fs {
 	 * Lock order: a dir handle's lock (dir.c) may be held when taking this one,
 	 * never the reverse. This lock is innermost: it is never held across an S3
 	 * request, a FUSE reply or rd_* calls. It guards `inodes`, every node's
-	 * fields (and node->listing pointers) and `neg`.
+	 * fields, `neg` and `lcache`.
 	 */
 	pthread_mutex_t lock;
 	struct fs_inodes inodes;
 	struct fs_neg *neg;
+	struct fs_lcache lcache;        /* complete listings by directory path */
+	long subtree_max_keys;          /* 0: no subtree listings */
 
 	struct fs_stats stats;
 };
@@ -45,7 +63,6 @@ struct fs {
 #define FS_STAT_ADD(fs, field, n) __atomic_add_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
 
 /* fs.c, for dir.c (caller holds fs->lock where noted) */
-int fs_listing_fresh(const struct fs *fs, const struct fs_listing *l, int64_t now_ms);
 /* "path/name" or "name" under the root; malloc'd, *len set. NULL: -ENOMEM. */
 char *fs_child_path(const struct fs_node *parent, const char *name, size_t name_len,
 		    size_t *len);
@@ -58,6 +75,16 @@ void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st)
 void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms);
 
 /* dir.c */
+/* List directory `path` (prefix: what to list) and everything below it with
+ * one flat listing, up to fs->subtree_max_keys keys; install every listing
+ * in fs->lcache. 1 installed, 0 too big (marked; list it with a delimiter),
+ * -errno. No lock held. */
+int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+		    size_t prefix_len);
+/* The same from one flat page already fetched (a lookup's): installs only when
+ * the page is the whole subtree (not truncated). No lock held. */
+void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
+			  const char *prefix, size_t prefix_len, const struct s3_list_page *pg);
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi);

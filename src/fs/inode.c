@@ -39,7 +39,6 @@ int fs_inodes_init(struct fs_inodes *t)
 
 static void node_free(struct fs_node *n)
 {
-	fs_listing_put(n->listing);
 	free(n->path);
 	free(n);
 }

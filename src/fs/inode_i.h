@@ -35,9 +35,8 @@ struct fs_node {
 	char etag[FS_ETAG_MAX];
 	int64_t attr_ms;             /* monotonic time they were learnt; 0: stale */
 	char open_etag[FS_ETAG_MAX]; /* ETag at the previous open: keep_cache decision */
-
-	/* Directories: the last complete listing (NULL when none); one reference. */
-	struct fs_listing *listing;
+	/* Directory listings live in the path-keyed cache (fs->lcache), not here:
+	 * a subtree listing fills it for directories that have no node yet. */
 };
 
 struct fs_inodes {

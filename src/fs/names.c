@@ -169,7 +169,7 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 				  const char *etag, size_t *idx)
 {
 	struct fs_dirent *e;
-	size_t s;
+	size_t s, el;
 
 	/* Keep the load factor under 1/2. */
 	if ((l->n + 1) * 2 > l->index_cap && index_grow(l))
@@ -198,24 +198,404 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 	}
 	e = &l->ents[l->n];
 	memset(e, 0, sizeof(*e));
-	e->name = malloc(len + 1);
+	el = (!is_dir && etag) ? strnlen(etag, FS_ETAG_MAX - 1) : 0;
+	/* One allocation: name, NUL, etag, NUL. */
+	e->name = malloc(len + 1 + el + 1);
 	if (!e->name)
 		return FS_ADD_NOMEM;
 	memcpy(e->name, name, len);
 	e->name[len] = '\0';
+	e->etag = e->name + len + 1;
+	memcpy(e->etag, etag ? etag : "", el);
+	e->etag[el] = '\0';
 	e->name_len = (uint32_t)len;
 	e->is_dir = !!is_dir;
 	if (!is_dir) {
 		e->size = size;
 		e->mtime_ms = mtime_ms;
-		if (etag) {
-			size_t el = strnlen(etag, FS_ETAG_MAX - 1);
-
-			memcpy(e->etag, etag, el);
-			e->etag[el] = '\0';
-		}
 	}
 	*idx = l->n++;
 	l->index[s] = (uint32_t)l->n;
 	return FS_ADD_NEW;
+}
+
+size_t fs_listing_bytes(const struct fs_listing *l)
+{
+	size_t b = sizeof(*l) + l->cap * sizeof(*l->ents) + l->index_cap * sizeof(*l->index);
+
+	/* name + etag allocation, plus malloc's own header and rounding */
+	for (size_t i = 0; i < l->n; i++)
+		b += l->ents[i].name_len + strlen(l->ents[i].etag) + 2 + 16;
+	return b;
+}
+
+/* ---------- subtree: many listings from one flat key list ---------- */
+
+static size_t tree_slot(const struct fs_tree *t, const char *path, size_t len, uint64_t h)
+{
+	size_t mask = t->index_cap - 1;
+
+	for (size_t s = h & mask;; s = (s + 1) & mask) {
+		uint32_t v = t->index[s];
+		const struct fs_tree_dir *d;
+
+		if (v == 0)
+			return s;
+		d = &t->dirs[v - 1];
+		if (d->hash == h && d->path_len == len && memcmp(d->path, path, len) == 0)
+			return s;
+	}
+}
+
+static int tree_index_grow(struct fs_tree *t)
+{
+	size_t ncap = t->index_cap ? t->index_cap * 2 : 64;
+	uint32_t *ni = calloc(ncap, sizeof(*ni));
+
+	if (!ni)
+		return -ENOMEM;
+	free(t->index);
+	t->index = ni;
+	t->index_cap = ncap;
+	for (size_t i = 0; i < t->n; i++) {
+		const struct fs_tree_dir *d = &t->dirs[i];
+
+		t->index[tree_slot(t, d->path, d->path_len, d->hash)] = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
+/* The directory at path, created (with an empty listing) if new. NULL: -ENOMEM. */
+static struct fs_tree_dir *tree_dir(struct fs_tree *t, const char *path, size_t len)
+{
+	uint64_t h = fs_hash64(path, len, 0x74726565);
+	struct fs_tree_dir *d;
+	size_t s;
+
+	if ((t->n + 1) * 2 > t->index_cap && tree_index_grow(t) < 0)
+		return NULL;
+	s = tree_slot(t, path, len, h);
+	if (t->index[s])
+		return &t->dirs[t->index[s] - 1];
+	if (t->n == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 16;
+		struct fs_tree_dir *nd = realloc(t->dirs, ncap * sizeof(*nd));
+
+		if (!nd)
+			return NULL;
+		t->dirs = nd;
+		t->cap = ncap;
+	}
+	d = &t->dirs[t->n];
+	d->path = malloc(len + 1);
+	d->l = fs_listing_new(t->fetched_ms);
+	if (!d->path || !d->l) {
+		free(d->path);
+		fs_listing_put(d->l);
+		return NULL;
+	}
+	memcpy(d->path, path, len);
+	d->path[len] = '\0';
+	d->path_len = len;
+	d->hash = h;
+	t->index[s] = (uint32_t)++t->n;
+	return d;
+}
+
+int fs_tree_init(struct fs_tree *t, const char *path, size_t len, int64_t now_ms)
+{
+	memset(t, 0, sizeof(*t));
+	t->fetched_ms = now_ms;
+	if (!tree_dir(t, path, len)) {
+		fs_tree_cleanup(t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void fs_tree_cleanup(struct fs_tree *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		free(t->dirs[i].path);
+		fs_listing_put(t->dirs[i].l);
+	}
+	free(t->dirs);
+	free(t->index);
+	free(t->scratch);
+	memset(t, 0, sizeof(*t));
+}
+
+int fs_tree_add(struct fs_tree *t, const char *rel, size_t rel_len, uint64_t size,
+		int64_t mtime_ms, const char *etag)
+{
+	size_t base = t->dirs[0].path_len, body_len, pos = 0, need, idx;
+	struct fs_listing *cur = t->dirs[0].l;
+	int marker;
+
+	if (rel_len == 0)
+		return 1;                   /* D's own marker: not an entry */
+	t->keys++;
+	marker = rel[rel_len - 1] == '/';
+	body_len = marker ? rel_len - 1 : rel_len;
+
+	/* scratch = D's path [+ '/'] + body: every directory on the way is a
+	 * prefix of it, so its path needs no allocation. */
+	need = base + 1 + body_len + 1;
+	if (need > t->scratch_cap) {
+		char *ns = realloc(t->scratch, need);
+
+		if (!ns)
+			return -ENOMEM;
+		t->scratch = ns;
+		t->scratch_cap = need;
+	}
+	memcpy(t->scratch, t->dirs[0].path, base);
+	if (base)
+		t->scratch[base++] = '/';
+	memcpy(t->scratch + base, rel, body_len);
+
+	for (;;) {
+		const char *seg = rel + pos;
+		const char *slash = memchr(seg, '/', body_len - pos);
+		size_t seg_len = slash ? (size_t)(slash - seg) : body_len - pos;
+		int last = slash == NULL;
+		struct fs_tree_dir *d;
+
+		if (fs_name_check(seg, seg_len) != FS_NAME_OK) {
+			cur->hidden++;
+			t->hidden++;
+			return 0;
+		}
+		if (last && !marker) {
+			if (fs_listing_add(cur, seg, seg_len, 0, size, mtime_ms, etag, &idx) ==
+			    FS_ADD_NOMEM)
+				return -ENOMEM;
+			return 1;
+		}
+		if (fs_listing_add(cur, seg, seg_len, 1, 0, 0, NULL, &idx) == FS_ADD_NOMEM)
+			return -ENOMEM;
+		/* The directory "seg" is the first base + pos + seg_len bytes of scratch. */
+		d = tree_dir(t, t->scratch, base + pos + seg_len);
+		if (!d)
+			return -ENOMEM;
+		cur = d->l;
+		if (last)
+			return 1;
+		pos += seg_len + 1;
+	}
+}
+
+void fs_tree_finish(struct fs_tree *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		t->dirs[i].l->complete = 1;
+}
+
+struct fs_listing *fs_tree_find(const struct fs_tree *t, const char *path, size_t len)
+{
+	uint32_t v;
+
+	if (!t->index_cap)
+		return NULL;
+	v = t->index[tree_slot(t, path, len, fs_hash64(path, len, 0x74726565))];
+	return v ? t->dirs[v - 1].l : NULL;
+}
+
+/* ---------- the listing cache ---------- */
+
+struct fs_lcache_ent {
+	struct fs_lcache_ent *next;             /* bucket chain */
+	struct fs_lcache_ent *older, *newer;    /* install order (only with a listing) */
+	struct fs_listing *l;                   /* one reference, or NULL */
+	size_t bytes;                           /* charged for l */
+	int64_t big_until_ms;
+	uint64_t hash;
+	size_t len;
+	char path[];
+};
+
+int fs_lcache_init(struct fs_lcache *c, size_t max_bytes)
+{
+	memset(c, 0, sizeof(*c));
+	c->b = calloc(1024, sizeof(*c->b));
+	if (!c->b)
+		return -ENOMEM;
+	c->nb = 1024;
+	c->max_bytes = max_bytes;
+	return 0;
+}
+
+void fs_lcache_cleanup(struct fs_lcache *c)
+{
+	for (size_t i = 0; i < c->nb; i++) {
+		while (c->b[i]) {
+			struct fs_lcache_ent *e = c->b[i];
+
+			c->b[i] = e->next;
+			fs_listing_put(e->l);
+			free(e);
+		}
+	}
+	free(c->b);
+	memset(c, 0, sizeof(*c));
+}
+
+static struct fs_lcache_ent **lc_slot(struct fs_lcache *c, const char *path, size_t len,
+				      uint64_t h)
+{
+	struct fs_lcache_ent **pp = &c->b[h & (c->nb - 1)];
+
+	while (*pp && !((*pp)->hash == h && (*pp)->len == len &&
+			memcmp((*pp)->path, path, len) == 0))
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static void lc_unlink_order(struct fs_lcache *c, struct fs_lcache_ent *e)
+{
+	if (e->older)
+		e->older->newer = e->newer;
+	else if (c->oldest == e)
+		c->oldest = e->newer;
+	if (e->newer)
+		e->newer->older = e->older;
+	else if (c->newest == e)
+		c->newest = e->older;
+	e->older = e->newer = NULL;
+}
+
+/* Drops e's listing (the entry stays while it carries a live "big" mark). */
+static void lc_drop_listing(struct fs_lcache *c, struct fs_lcache_ent *e)
+{
+	if (!e->l)
+		return;
+	lc_unlink_order(c, e);
+	fs_listing_put(e->l);
+	e->l = NULL;
+	c->bytes -= e->bytes;
+	e->bytes = 0;
+}
+
+static void lc_remove(struct fs_lcache *c, struct fs_lcache_ent **pp)
+{
+	struct fs_lcache_ent *e = *pp;
+
+	lc_drop_listing(c, e);
+	*pp = e->next;
+	c->count--;
+	free(e);
+}
+
+static void lc_grow(struct fs_lcache *c)
+{
+	size_t nnb = c->nb * 2;
+	struct fs_lcache_ent **nb = calloc(nnb, sizeof(*nb));
+
+	if (!nb)
+		return;             /* longer chains: slower, still correct */
+	for (size_t i = 0; i < c->nb; i++) {
+		while (c->b[i]) {
+			struct fs_lcache_ent *e = c->b[i];
+
+			c->b[i] = e->next;
+			e->next = nb[e->hash & (nnb - 1)];
+			nb[e->hash & (nnb - 1)] = e;
+		}
+	}
+	free(c->b);
+	c->b = nb;
+	c->nb = nnb;
+}
+
+static struct fs_lcache_ent *lc_get_or_add(struct fs_lcache *c, const char *path, size_t len)
+{
+	uint64_t h = fs_hash64(path, len, 0x6c636163);
+	struct fs_lcache_ent **pp = lc_slot(c, path, len, h), *e;
+
+	if (*pp)
+		return *pp;
+	if (c->count + 1 > c->nb) {
+		lc_grow(c);
+		pp = lc_slot(c, path, len, h);
+	}
+	e = calloc(1, sizeof(*e) + len);
+	if (!e)
+		return NULL;
+	e->hash = h;
+	e->len = len;
+	memcpy(e->path, path, len);
+	*pp = e;
+	c->count++;
+	return e;
+}
+
+struct fs_listing *fs_lcache_get(struct fs_lcache *c, const char *path, size_t len,
+				 int64_t now_ms, int64_t ttl_ms)
+{
+	uint64_t h = fs_hash64(path, len, 0x6c636163);
+	struct fs_lcache_ent **pp = lc_slot(c, path, len, h), *e = *pp;
+
+	if (!e || !e->l)
+		return NULL;
+	if (e->l->complete && now_ms - e->l->fetched_ms < ttl_ms)
+		return e->l;
+	lc_drop_listing(c, e);
+	if (e->big_until_ms <= now_ms)
+		lc_remove(c, pp);
+	return NULL;
+}
+
+int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_listing *l)
+{
+	struct fs_lcache_ent *e = lc_get_or_add(c, path, len);
+
+	if (!e)
+		return -ENOMEM;
+	lc_drop_listing(c, e);
+	fs_listing_get(l);
+	e->l = l;
+	e->bytes = fs_listing_bytes(l) + sizeof(*e) + len;
+	c->bytes += e->bytes;
+	e->older = c->newest;
+	if (c->newest)
+		c->newest->newer = e;
+	else
+		c->oldest = e;
+	c->newest = e;
+	/* Oldest first; a listing bigger than the whole bound is still kept
+	 * alone (the directory being read needs it). */
+	while (c->bytes > c->max_bytes && c->oldest && c->oldest != e) {
+		struct fs_lcache_ent *o = c->oldest;
+
+		c->evictions++;
+		lc_drop_listing(c, o);
+		if (!o->big_until_ms)
+			lc_remove(c, lc_slot(c, o->path, o->len, o->hash));
+	}
+	return 0;
+}
+
+int fs_lcache_mark_big(struct fs_lcache *c, const char *path, size_t len, int64_t until_ms)
+{
+	struct fs_lcache_ent *e = lc_get_or_add(c, path, len);
+
+	if (!e)
+		return -ENOMEM;
+	e->big_until_ms = until_ms;
+	return 0;
+}
+
+int fs_lcache_is_big(struct fs_lcache *c, const char *path, size_t len, int64_t now_ms)
+{
+	uint64_t h = fs_hash64(path, len, 0x6c636163);
+	struct fs_lcache_ent **pp = lc_slot(c, path, len, h), *e = *pp;
+
+	if (!e || !e->big_until_ms)
+		return 0;
+	if (e->big_until_ms > now_ms)
+		return 1;
+	e->big_until_ms = 0;
+	if (!e->l)
+		lc_remove(c, pp);
+	return 0;
 }

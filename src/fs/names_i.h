@@ -1,6 +1,8 @@
 /*
- * names — private to src/fs/: how bucket keys become POSIX names, and the
- * per-directory listing (the entries one delimited ListObjectsV2 walk produced).
+ * names — private to src/fs/: how bucket keys become POSIX names, the
+ * per-directory listing (what a delimited ListObjectsV2 walk produces), the
+ * subtree builder (many listings from one flat listing) and the path-keyed
+ * listing cache.
  *
  * Pure logic: no FUSE, no S3, no locks. Callers serialise access.
  */
@@ -50,7 +52,9 @@ struct fs_dirent {
 	uint8_t is_dir;
 	uint64_t size;
 	int64_t mtime_ms;          /* wall clock; 0 for directories */
-	char etag[FS_ETAG_MAX];
+	char *etag;                /* "" for directories; shares name's allocation
+				    * (an entry is ~40 bytes + names: a 100k-key
+				    * subtree is held in ~10 MB, not 20) */
 };
 
 /*
@@ -88,5 +92,83 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 
 /* Index of name or -1. */
 long fs_listing_find(const struct fs_listing *l, const char *name, size_t len);
+
+/* Approximate heap bytes held by a listing (for the cache's memory bound). */
+size_t fs_listing_bytes(const struct fs_listing *l);
+
+/*
+ * A subtree: the listings of a directory D and of every directory below it,
+ * built from one listing of D's prefix WITHOUT a delimiter (each key once, in
+ * any order). Every key is placed exactly as the delimited listings of each
+ * level would place it (fs_item_classify's rules): its first invalid segment
+ * hides it in the directory that segment would be listed in, the valid
+ * segments before it are directories; "N/" markers make (empty) directories;
+ * a directory shadows a file of the same name whichever arrives first.
+ * Directories are the ones keys imply, so a prefix holding only sub-prefixes
+ * (which some servers leave out of CommonPrefixes) is listed too.
+ */
+struct fs_tree_dir {
+	char *path;                /* from the mount root, no leading/trailing '/' */
+	size_t path_len;
+	uint64_t hash;
+	struct fs_listing *l;      /* one reference */
+};
+
+struct fs_tree {
+	struct fs_tree_dir *dirs;  /* dirs[0] is D itself */
+	size_t n, cap;
+	uint32_t *index;           /* by path: dirs index + 1, 0 = empty */
+	size_t index_cap;          /* power of two */
+	char *scratch;             /* D's path + '/' + the key being placed */
+	size_t scratch_cap;
+	uint64_t keys, hidden;
+	int64_t fetched_ms;
+};
+
+/* D is `path` (mount-root relative, "" for the root). 0 or -ENOMEM. */
+int fs_tree_init(struct fs_tree *t, const char *path, size_t len, int64_t now_ms);
+void fs_tree_cleanup(struct fs_tree *t);
+/* rel: the key with D's prefix removed (may hold NUL bytes; rel_len counts
+ * them). "" is D's own marker and ignored. 1 placed, 0 hidden, -ENOMEM. */
+int fs_tree_add(struct fs_tree *t, const char *rel, size_t rel_len, uint64_t size,
+		int64_t mtime_ms, const char *etag);
+/* Marks every listing complete (they are immutable from then on). */
+void fs_tree_finish(struct fs_tree *t);
+/* Listing of a directory of the tree by path, or NULL. */
+struct fs_listing *fs_tree_find(const struct fs_tree *t, const char *path, size_t len);
+
+/*
+ * The listing cache: complete listings by directory path (mount-root
+ * relative), whoever built them (a delimited walk of one directory or a
+ * subtree). Entries are trusted for ttl_ms from the listing's fetched_ms and
+ * dropped when found older. Memory is bounded: when the listings held exceed
+ * max_bytes the oldest installed are evicted first. An entry can also carry a
+ * "too big for a subtree listing" mark with its own expiry (big_until_ms),
+ * kept when the listing is replaced.
+ *
+ * No locking inside: the caller serialises (fs->lock).
+ */
+struct fs_lcache_ent;
+
+struct fs_lcache {
+	struct fs_lcache_ent **b;  /* hash buckets */
+	size_t nb;                 /* power of two */
+	struct fs_lcache_ent *oldest, *newest;   /* install order */
+	size_t count, bytes, max_bytes;
+	uint64_t evictions;
+};
+
+int fs_lcache_init(struct fs_lcache *c, size_t max_bytes);
+void fs_lcache_cleanup(struct fs_lcache *c);
+/* A fresh complete listing of path (borrowed: valid while the caller's lock
+ * is held; take a reference to keep it), or NULL. */
+struct fs_listing *fs_lcache_get(struct fs_lcache *c, const char *path, size_t len,
+				 int64_t now_ms, int64_t ttl_ms);
+/* Installs (takes a new reference on) l as path's listing, replacing any.
+ * 0 or -ENOMEM (the cache is unchanged then). */
+int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_listing *l);
+/* The "too big" mark: set until until_ms; test at now_ms. */
+int fs_lcache_mark_big(struct fs_lcache *c, const char *path, size_t len, int64_t until_ms);
+int fs_lcache_is_big(struct fs_lcache *c, const char *path, size_t len, int64_t now_ms);
 
 #endif

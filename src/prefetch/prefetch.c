@@ -13,7 +13,8 @@
  * Policy.
  *  - size <= part: the first read fetches the whole object as one GET.
  *  - Sequential detector: a read is part of the stream when it starts at most
- *    RD_SEQ_SKIP past the furthest byte read so far, and no more than
+ *    RD_SEQ_SKIP (while streaming: one window) past the furthest byte read
+ *    so far, or inside held data while streaming, and no more than
  *    RD_SEQ_BACK before it (or anywhere inside held data while streaming):
  *    this absorbs the kernel's reordering of parallel 128 KiB..1 MiB reads.
  *  - Readahead is issued in chunks. The first chunk is RD_WINDOW_MIN (1 MiB,
@@ -258,6 +259,8 @@ static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
 	next->prev = s;
 	f->nsegs++;
 	f->inflight++;
+	log_debug("read", "GET %llu+%zu (window %llu, seq_pos %llu)", (unsigned long long)off,
+		  len, (unsigned long long)f->window, (unsigned long long)f->seq_pos);
 	if (f->fetch_sized)
 		rc = f->fetch_sized(f->fetch_arg, f->key, f->key_len, f->etag, f->size, off, len,
 				    s->buf, seg_done, s);
@@ -325,11 +328,20 @@ static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
 {
 	struct rd_seg *s = seg_find(f, off);
 	int held = seg_holds(f, s, off);
-	int seq = off <= f->seq_pos + RD_SEQ_SKIP &&
-		  (off + f->seq_back >= f->seq_pos || (f->window && held));
+	/* While streaming, the kernel's own readahead has up to read_ahead_kb of
+	 * 1 MiB reads in flight on several FUSE threads, and they arrive in any
+	 * order: a read inside what we hold or within one window ahead is still
+	 * the stream. Calling it random would drop the readahead and refetch. */
+	uint64_t skip = f->window ? max_u64(RD_SEQ_SKIP, f->window) : RD_SEQ_SKIP;
+	uint64_t back = f->window ? max_u64(f->seq_back, f->window) : f->seq_back;
+	int seq = (f->window && held) ||
+		  (off <= f->seq_pos + skip && off + back >= f->seq_pos);
 	uint64_t freed = 0;
 
 	if (!seq) {
+		log_debug("read", "random read at %llu+%llu (seq_pos %llu, window %llu)",
+			  (unsigned long long)off, (unsigned long long)(end - off),
+			  (unsigned long long)f->seq_pos, (unsigned long long)f->window);
 		if (f->window) {
 			/* The stream is over: drop its unread readahead. */
 			struct rd_seg *n;
@@ -501,7 +513,10 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	/* Kernel readahead (raised to the part size) sends 1 MiB reads of a whole
 	 * readahead window in any order; with blocks as big as RD_SEQ_BACK, a read
 	 * one block back would otherwise look random and refetch its block. */
-	f->seq_back = max_u64(RD_SEQ_BACK, 2 * f->align);
+	/* The daemon raises the mount's read_ahead_kb to the part size, so reads
+	 * can straggle in up to one part (plus one max_read) behind the furthest
+	 * one: keep that much behind the stream and call such reads sequential. */
+	f->seq_back = max_u64(max_u64(RD_SEQ_BACK, 2 * f->align), f->part + RD_WINDOW_MIN);
 	f->max_window = cfg->max_window ? cfg->max_window : RD_WINDOW_MAX_DEFAULT;
 	f->max_window = max_u64(min_u64(f->max_window, bmax / 4), 1);
 	f->win_min = min_u64(RD_WINDOW_MIN, f->max_window);

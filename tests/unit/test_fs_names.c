@@ -1,6 +1,8 @@
 /*
  * test_fs_names — key -> name rules, listing merge (dedup, shadowing, stable
- * indexes) and the inode table (stable numbers, nlookup/forget).
+ * indexes), subtree listings (many directories from one flat key list, checked
+ * against the delimited listing of each), the listing cache (TTL, memory bound,
+ * "too big" marks) and the inode table (stable numbers, nlookup/forget).
  */
 #include "harness.h"
 
@@ -176,6 +178,369 @@ static void t_listing_big(void)
 	fs_listing_put(l);
 }
 
+
+/* ---------- subtree: many listings from one flat key list ---------- */
+
+struct tkey {
+	const char *k;
+	size_t len;                /* 0: strlen */
+};
+
+static void tree_add_keys(struct fs_tree *t, const struct tkey *keys, size_t n,
+			  const size_t *order)
+{
+	for (size_t j = 0; j < n; j++) {
+		const struct tkey *k = &keys[order ? order[j] : j];
+		size_t len = k->len ? k->len : strlen(k->k);
+
+		CHECK(fs_tree_add(t, k->k, len, len * 3, 1000 + (int64_t)len, "\"etag\"") >= 0);
+	}
+}
+
+/* Entry `name` of directory `dir` in t: 'd', 'f' (with *size) or 0 when absent;
+ * '?' when the directory itself has no listing. */
+static int tree_entry(const struct fs_tree *t, const char *dir, const char *name,
+		      uint64_t *size)
+{
+	struct fs_listing *l = fs_tree_find(t, dir, strlen(dir));
+	long i;
+
+	if (!l)
+		return '?';
+	i = fs_listing_find(l, name, strlen(name));
+	if (i < 0)
+		return 0;
+	if (size)
+		*size = l->ents[i].size;
+	return l->ents[i].is_dir ? 'd' : 'f';
+}
+
+static size_t tree_n(const struct fs_tree *t, const char *dir)
+{
+	struct fs_listing *l = fs_tree_find(t, dir, strlen(dir));
+
+	return l ? l->n : (size_t)-1;
+}
+
+static void t_tree_basic(void)
+{
+	static const struct tkey keys[] = {
+		{ .k = "" },                     /* the mounted prefix's own marker */
+		{ .k = "a/b/c.txt" }, { .k = "a/x.txt" }, { .k = "top" },
+		{ .k = "m/" }, { .k = "m/sub/" },     /* markers: empty directories */
+		{ .k = "only/deep/er/leaf" },    /* directories holding only directories */
+	};
+	struct fs_tree t;
+	uint64_t size = 0;
+
+	CHECK_EQ_INT(fs_tree_init(&t, "", 0, 42), 0);
+	tree_add_keys(&t, keys, sizeof(keys) / sizeof(keys[0]), NULL);
+	fs_tree_finish(&t);
+	CHECK_EQ_INT(t.keys, 6);
+	CHECK_EQ_INT(t.hidden, 0);
+	CHECK_EQ_INT(tree_n(&t, ""), 4);            /* a top m only */
+	CHECK_EQ_INT(tree_entry(&t, "", "a", NULL), 'd');
+	CHECK_EQ_INT(tree_entry(&t, "", "top", &size), 'f');
+	CHECK_EQ_INT(size, 9);
+	CHECK_EQ_INT(tree_entry(&t, "", "m", NULL), 'd');
+	CHECK_EQ_INT(tree_entry(&t, "", "only", NULL), 'd');
+	CHECK_EQ_INT(tree_n(&t, "a"), 2);
+	CHECK_EQ_INT(tree_entry(&t, "a", "b", NULL), 'd');
+	CHECK_EQ_INT(tree_entry(&t, "a", "x.txt", NULL), 'f');
+	CHECK_EQ_INT(tree_n(&t, "a/b"), 1);
+	CHECK_EQ_INT(tree_entry(&t, "a/b", "c.txt", &size), 'f');
+	CHECK_EQ_INT(size, 27);
+	CHECK_EQ_INT(tree_n(&t, "m"), 1);
+	CHECK_EQ_INT(tree_entry(&t, "m", "sub", NULL), 'd');
+	CHECK_EQ_INT(tree_n(&t, "m/sub"), 0);       /* listed, and empty */
+	CHECK_EQ_INT(tree_entry(&t, "only", "deep", NULL), 'd');
+	CHECK_EQ_INT(tree_entry(&t, "only/deep", "er", NULL), 'd');
+	CHECK_EQ_INT(tree_entry(&t, "only/deep/er", "leaf", NULL), 'f');
+	CHECK_EQ_INT(tree_entry(&t, "a/b", "nope", NULL), 0);
+	CHECK_EQ_INT(tree_entry(&t, "a/b/c.txt", "x", NULL), '?');   /* a file has no listing */
+	CHECK_EQ_INT(t.n, 8);                       /* "" a a/b m m/sub only only/deep only/deep/er */
+	CHECK(fs_tree_find(&t, "", 0)->complete);
+	CHECK(fs_tree_find(&t, "m/sub", 5)->complete);
+	CHECK_EQ_INT(fs_tree_find(&t, "a", 1)->fetched_ms, 42);
+	CHECK_STR(fs_tree_find(&t, "a", 1)->ents[1].etag, "\"etag\"");
+	fs_tree_cleanup(&t);
+
+	/* A subtree below the root: paths carry D's own path. */
+	CHECK_EQ_INT(fs_tree_init(&t, "x/y", 3, 0), 0);
+	tree_add_keys(&t, keys, sizeof(keys) / sizeof(keys[0]), NULL);
+	CHECK_EQ_INT(tree_entry(&t, "x/y", "a", NULL), 'd');
+	CHECK_EQ_INT(tree_entry(&t, "x/y/a/b", "c.txt", NULL), 'f');
+	CHECK_EQ_INT(tree_n(&t, "x/y/m/sub"), 0);
+	CHECK(fs_tree_find(&t, "a", 1) == NULL);
+	fs_tree_cleanup(&t);
+}
+
+static void t_tree_shadow(void)
+{
+	static const struct tkey keys[] = {
+		{ .k = "x" }, { .k = "x/y" },                 /* file then dir, top level */
+		{ .k = "p/q/r" }, { .k = "p/q" },             /* dir then file, a level down */
+		{ .k = "s/t" }, { .k = "s/t/" },              /* file then marker */
+		{ .k = "u/v/w/" }, { .k = "u/v/w" }, { .k = "u/v" },   /* marker, then files at two levels */
+	};
+	static const size_t rev[] = { 8, 7, 6, 5, 4, 3, 2, 1, 0 };
+	struct fs_tree t;
+
+	for (int pass = 0; pass < 2; pass++) {
+		CHECK_EQ_INT(fs_tree_init(&t, "", 0, 0), 0);
+		tree_add_keys(&t, keys, 9, pass ? rev : NULL);
+		CHECK_EQ_INT(tree_entry(&t, "", "x", NULL), 'd');
+		CHECK_EQ_INT(tree_entry(&t, "x", "y", NULL), 'f');
+		CHECK_EQ_INT(tree_entry(&t, "p", "q", NULL), 'd');
+		CHECK_EQ_INT(tree_entry(&t, "p/q", "r", NULL), 'f');
+		CHECK_EQ_INT(tree_n(&t, "p"), 1);
+		CHECK_EQ_INT(tree_entry(&t, "s", "t", NULL), 'd');
+		CHECK_EQ_INT(tree_n(&t, "s/t"), 0);
+		CHECK_EQ_INT(tree_entry(&t, "u", "v", NULL), 'd');
+		CHECK_EQ_INT(tree_entry(&t, "u/v", "w", NULL), 'd');
+		CHECK_EQ_INT(tree_n(&t, "u/v"), 1);
+		CHECK_EQ_INT(tree_n(&t, "u/v/w"), 0);
+		CHECK_EQ_INT(fs_tree_find(&t, "x", 1)->ents[0].size, 9);   /* "x/y": 3 bytes x 3 */
+		CHECK_EQ_INT(fs_tree_find(&t, "", 0)->ents[0].size, 0);   /* dir: no size */
+		CHECK_STR(fs_tree_find(&t, "", 0)->ents[0].etag, "");
+		fs_tree_cleanup(&t);
+	}
+}
+
+static void t_tree_hidden(void)
+{
+	static char longk[300];
+	static const char nulk[] = "n/a\0b/c";
+	struct tkey keys[] = {
+		{ .k = "a//b" },                  /* empty segment: a listed, empty */
+		{ .k = "./dot" }, { .k = "../up" },    /* hidden at the top */
+		{ .k = "p/./q" }, { .k = "p/../q" }, { .k = "p/ok" },
+		{ .k = "/lead" },                 /* empty first segment */
+		{ .k = nulk, .len = sizeof(nulk) - 1 },  /* NUL in a segment: n listed, empty */
+		{ .k = longk },                   /* 256-byte segment below "l" */
+		{ .k = "e/f//" },                 /* a marker with an empty segment: e/f listed, empty */
+	};
+	struct fs_tree t;
+
+	memcpy(longk, "l/", 2);
+	memset(longk + 2, 'z', 256);
+	longk[258] = '\0';
+	CHECK_EQ_INT(fs_tree_init(&t, "", 0, 0), 0);
+	tree_add_keys(&t, keys, sizeof(keys) / sizeof(keys[0]), NULL);
+	CHECK_EQ_INT(t.keys, 10);
+	CHECK_EQ_INT(t.hidden, 9);
+	CHECK_EQ_INT(tree_n(&t, ""), 5);               /* a p n l e */
+	CHECK_EQ_INT(fs_tree_find(&t, "", 0)->hidden, 3);
+	CHECK_EQ_INT(tree_n(&t, "a"), 0);
+	CHECK_EQ_INT(fs_tree_find(&t, "a", 1)->hidden, 1);
+	CHECK_EQ_INT(tree_n(&t, "p"), 1);
+	CHECK_EQ_INT(tree_entry(&t, "p", "ok", NULL), 'f');
+	CHECK_EQ_INT(fs_tree_find(&t, "p", 1)->hidden, 2);
+	CHECK_EQ_INT(tree_n(&t, "n"), 0);
+	CHECK_EQ_INT(tree_n(&t, "l"), 0);
+	CHECK_EQ_INT(tree_n(&t, "e"), 1);
+	CHECK_EQ_INT(tree_n(&t, "e/f"), 0);
+	CHECK_EQ_INT(fs_tree_find(&t, "e/f", 3)->hidden, 1);
+	fs_tree_cleanup(&t);
+}
+
+/* The oracle: directory `dir_prefix` as delimited ListObjectsV2 pages would
+ * show it (objects, and each key's common prefix), through fs_item_classify. */
+static struct fs_listing *delimited(const char *dir_prefix, const char **keys, size_t n)
+{
+	struct fs_listing *l = fs_listing_new(0);
+	size_t pl = strlen(dir_prefix), idx;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *k = keys[i], *name, *slash;
+		size_t kl = strlen(k), nl, item_len;
+		enum fs_name_verdict why;
+		enum fs_item_kind kind;
+		int is_prefix;
+
+		if (kl < pl || memcmp(k, dir_prefix, pl) != 0)
+			continue;
+		slash = memchr(k + pl, '/', kl - pl);
+		is_prefix = slash && (size_t)(slash - k) + 1 < kl;
+		item_len = is_prefix ? (size_t)(slash - k) + 1 : kl;
+		kind = fs_item_classify(dir_prefix, pl, k, item_len, is_prefix, &name, &nl, &why);
+		if (kind == FS_ITEM_FILE)
+			fs_listing_add(l, name, nl, 0, kl * 3, 1000 + (int64_t)kl, "\"etag\"", &idx);
+		else if (kind == FS_ITEM_DIR)
+			fs_listing_add(l, name, nl, 1, 0, 0, NULL, &idx);
+		else if (kind == FS_ITEM_HIDDEN)
+			l->hidden++;
+	}
+	return l;
+}
+
+/* Same entries (any order), kinds, sizes and hidden counts. */
+static int same_listing(const struct fs_listing *a, const struct fs_listing *b)
+{
+	if (a->n != b->n || a->hidden != b->hidden)
+		return 0;
+	for (size_t i = 0; i < a->n; i++) {
+		long j = fs_listing_find(b, a->ents[i].name, a->ents[i].name_len);
+
+		if (j < 0 || b->ents[j].is_dir != a->ents[i].is_dir ||
+		    b->ents[j].size != a->ents[i].size)
+			return 0;
+	}
+	return 1;
+}
+
+static void t_tree_matches_delimited(void)
+{
+	enum { N = 400 };
+	static char bufs[N][64];
+	const char *keys[N];
+	size_t order[N];
+	struct tkey tk[N];
+	unsigned seed = 12345;
+	struct fs_tree t;
+	int bad = 0;
+
+	/* Keys under "pfx/" over 4 levels: files, markers, shadowed names,
+	 * hidden segments; the tree is built from keys with "pfx/" removed. */
+	for (int i = 0; i < N; i++) {
+		static const char *segs[] = { "a", "b", "c", "d", "", ".", "x", "y" };
+		int depth = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 4;
+		int n = snprintf(bufs[i], sizeof(bufs[i]), "pfx/");
+
+		for (int d = 0; d < depth; d++) {
+			unsigned r = (seed = seed * 1103515245u + 12345u) >> 16;
+			const char *sg = segs[r % 8];
+
+			if ((r % 8) >= 4 && (r % 8) < 6 && (r >> 4) % 5 != 0)
+				sg = segs[r % 4];   /* bad segments: rarer */
+			n += snprintf(bufs[i] + n, sizeof(bufs[i]) - (size_t)n, "%s%s",
+				      d ? "/" : "", sg);
+		}
+		if ((seed >> 20) % 6 == 0)
+			n += snprintf(bufs[i] + n, sizeof(bufs[i]) - (size_t)n, "/");
+		keys[i] = bufs[i];
+		tk[i].k = bufs[i] + 4;
+		tk[i].len = strlen(bufs[i] + 4);
+		if (!tk[i].len)
+			tk[i].k = "";       /* "pfx/" itself: skipped by tree_add_keys's len */
+		order[i] = (size_t)(N - 1 - i);
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		if (pass == 2) {            /* shuffled */
+			for (int i = N - 1; i > 0; i--) {
+				size_t j = ((seed = seed * 1103515245u + 12345u) >> 16) % (unsigned)(i + 1);
+				size_t x = order[i];
+
+				order[i] = order[j];
+				order[j] = x;
+			}
+		}
+		CHECK_EQ_INT(fs_tree_init(&t, "", 0, 0), 0);
+		for (int i = 0; i < N; i++) {
+			const struct tkey *k = &tk[pass ? order[i] : (size_t)i];
+
+			if (k->len)
+				CHECK(fs_tree_add(&t, k->k, k->len, (k->len + 4) * 3,
+						  1000 + (int64_t)k->len + 4, "\"etag\"") >= 0);
+		}
+		/* Every directory of the tree equals its delimited listing. */
+		for (size_t d = 0; d < t.n; d++) {
+			char prefix[128];
+			struct fs_listing *want;
+
+			snprintf(prefix, sizeof(prefix), "pfx/%s%s", t.dirs[d].path,
+				 t.dirs[d].path_len ? "/" : "");
+			want = delimited(prefix, keys, N);
+			if (!same_listing(want, t.dirs[d].l)) {
+				harness_fail(__FILE__, __LINE__, "pass %d: dir '%s' differs from "
+					     "its delimited listing", pass, t.dirs[d].path);
+				bad++;
+			}
+			/* ... and every directory entry has a listing of its own. */
+			for (size_t e = 0; e < t.dirs[d].l->n; e++) {
+				char sub[128];
+
+				if (!t.dirs[d].l->ents[e].is_dir)
+					continue;
+				snprintf(sub, sizeof(sub), "%s%s%s", t.dirs[d].path,
+					 t.dirs[d].path_len ? "/" : "", t.dirs[d].l->ents[e].name);
+				if (!fs_tree_find(&t, sub, strlen(sub)))
+					bad++;
+			}
+			fs_listing_put(want);
+			if (bad > 5)
+				break;
+		}
+		CHECK(t.n > 20);
+		CHECK_EQ_INT(bad, 0);
+		fs_tree_cleanup(&t);
+	}
+}
+
+static void t_lcache(void)
+{
+	struct fs_lcache c;
+	struct fs_listing *a = fs_listing_new(1000), *b = fs_listing_new(2000), *l;
+	size_t idx, one;
+	char path[16];
+
+	fs_listing_add(a, "f", 1, 0, 1, 1, "\"e\"", &idx);
+	a->complete = 1;
+	b->complete = 1;
+	CHECK_EQ_INT(fs_lcache_init(&c, 1 << 20), 0);
+	CHECK(fs_lcache_get(&c, "d", 1, 1000, 60000) == NULL);
+	CHECK_EQ_INT(fs_lcache_put(&c, "d", 1, a), 0);
+	CHECK(fs_lcache_get(&c, "d", 1, 1500, 60000) == a);
+	CHECK(fs_lcache_get(&c, "", 0, 1500, 60000) == NULL);
+	CHECK(fs_lcache_get(&c, "dd", 2, 1500, 60000) == NULL);
+	/* Replacement. */
+	CHECK_EQ_INT(fs_lcache_put(&c, "d", 1, b), 0);
+	CHECK(fs_lcache_get(&c, "d", 1, 2500, 60000) == b);
+	CHECK_EQ_INT(c.count, 1);
+	/* Expiry: TTL from the listing's fetched_ms, then gone. */
+	CHECK(fs_lcache_get(&c, "d", 1, 2000 + 60000, 60000) == NULL);
+	CHECK_EQ_INT(c.count, 0);
+	CHECK_EQ_INT(c.bytes, 0);
+	/* An incomplete listing is never answered from. */
+	b->complete = 0;
+	fs_lcache_put(&c, "i", 1, b);
+	CHECK(fs_lcache_get(&c, "i", 1, 2001, 60000) == NULL);
+	b->complete = 1;
+	/* "Too big" marks: kept across listing replacement and expiry of the
+	 * listing, until their own time. */
+	CHECK_EQ_INT(fs_lcache_mark_big(&c, "big", 3, 5000), 0);
+	CHECK(fs_lcache_is_big(&c, "big", 3, 4999));
+	fs_lcache_put(&c, "big", 3, a);
+	CHECK(fs_lcache_get(&c, "big", 3, 1001, 100) == a);
+	CHECK(fs_lcache_get(&c, "big", 3, 1200, 100) == NULL);   /* listing expired */
+	CHECK(fs_lcache_is_big(&c, "big", 3, 4999));
+	CHECK(!fs_lcache_is_big(&c, "big", 3, 5000));
+	CHECK(!fs_lcache_is_big(&c, "other", 5, 0));
+	fs_lcache_cleanup(&c);
+
+	/* Memory bound: oldest installed evicted first. */
+	one = fs_listing_bytes(a) + 64;
+	CHECK_EQ_INT(fs_lcache_init(&c, one * 10), 0);
+	for (int i = 0; i < 100; i++) {
+		int n = snprintf(path, sizeof(path), "p%d", i);
+
+		CHECK_EQ_INT(fs_lcache_put(&c, path, (size_t)n, a), 0);
+	}
+	CHECK(c.bytes <= one * 10);
+	CHECK(c.evictions >= 85);
+	CHECK(fs_lcache_get(&c, "p99", 3, 1001, 60000) == a);
+	CHECK(fs_lcache_get(&c, "p0", 2, 1001, 60000) == NULL);
+	CHECK(fs_lcache_get(&c, "p50", 3, 1001, 60000) == NULL);
+	l = fs_lcache_get(&c, "p95", 3, 1001, 60000);
+	CHECK(l == a);
+	/* Entries hold references: a outlives our own put while cached. */
+	CHECK(a->refs > 1);
+	fs_lcache_cleanup(&c);
+	CHECK_EQ_INT(a->refs, 1);
+	fs_listing_put(a);
+	fs_listing_put(b);
+}
+
 static void t_inode_stable(void)
 {
 	struct fs_inodes t;
@@ -289,6 +654,11 @@ static const struct test tests[] = {
 	TEST(t_classify),
 	TEST(t_listing_merge),
 	TEST(t_listing_big),
+	TEST(t_tree_basic),
+	TEST(t_tree_shadow),
+	TEST(t_tree_hidden),
+	TEST(t_tree_matches_delimited),
+	TEST(t_lcache),
 	TEST(t_inode_stable),
 	TEST(t_inode_many),
 	TEST(t_inode_collision),
