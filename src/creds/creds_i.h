@@ -186,6 +186,16 @@ int creds_from_aws_json(const struct json_value *obj, struct s3_creds *out, char
 
 /* Parse an AssumeRoleWithWebIdentity response (or an STS <ErrorResponse>).
  * 0 and *out filled, or -EACCES / -EINVAL with a reason naming the STS code. */
+/* The STS round trip both web identity (XML) and Aliyun RRSA (JSON) make:
+ * POST the form body (a secret: wiped and freed here) to endpoint, parse the
+ * answer with parse, and fill reason (on failure) or detail (on success, naming
+ * role_arn). Returns 0 or -errno. */
+typedef int (*creds_sts_parse_fn)(const char *s, size_t len, struct s3_creds *out,
+				  char *reason);
+int creds_sts_post(const char *endpoint, char *body, const char *accept,
+		   creds_sts_parse_fn parse, const char *role_arn, struct s3_creds *out,
+		   char *reason, char *detail);
+
 int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char *reason);
 
 /* ---- Aliyun STS JSON (src/creds/rrsa.c) ----------------------------------- */

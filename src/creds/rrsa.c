@@ -136,9 +136,7 @@ static char *enc(const char *s)
 static int rrsa_load(void *state, struct s3_creds *out)
 {
 	struct rrsa_state *st = state;
-	char why[CREDS_REASON_MAX] = "", ts[32];
-	struct creds_http_resp rs;
-	struct creds_http_req rq;
+	char ts[32];
 	char *token = NULL, *body, *e[4];
 	time_t now = time(NULL);
 	struct tm tm;
@@ -168,26 +166,8 @@ static int rrsa_load(void *state, struct s3_creds *out)
 	for (int i = 0; i < 4; i++)
 		creds_free_secret(e[i]);
 
-	const char *hdrs[] = { "Content-Type: application/x-www-form-urlencoded",
-			       "Accept: application/json", NULL };
-	rq = (struct creds_http_req){
-		.method = "POST", .url = st->endpoint, .headers = hdrs,
-		.body = body, .body_len = strlen(body),
-		.connect_timeout_ms = 3000, .timeout_ms = 10000,
-	};
-	rc = creds_http(&rq, &rs, why);
-	creds_free_secret(body);
-	if (rc) {
-		creds_reason(st->reason, "STS %s: %s", st->endpoint, why);
-		return rc;
-	}
-	rc = creds_parse_aliyun_sts_json(rs.body, rs.len, out, why);
-	if (rc)
-		creds_reason(st->reason, "STS %s (HTTP %ld): %s", st->endpoint, rs.status, why);
-	else
-		creds_reason(st->detail, "role %s via STS %s", st->role_arn, st->endpoint);
-	creds_http_resp_cleanup(&rs);
-	return rc;
+	return creds_sts_post(st->endpoint, body, "Accept: application/json", creds_parse_aliyun_sts_json,
+			      st->role_arn, out, st->reason, st->detail);
 }
 
 static void rrsa_destroy(void *state)

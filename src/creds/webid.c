@@ -179,9 +179,6 @@ int creds_webid_new(const struct creds_options *o, void **state)
 static int webid_load(void *state, struct s3_creds *out)
 {
 	struct webid_state *st = state;
-	char why[CREDS_REASON_MAX] = "";
-	struct creds_http_resp rs;
-	struct creds_http_req rq;
 	char *token = NULL, *body, *e_arn, *e_sn, *e_tok;
 	int rc;
 
@@ -206,26 +203,8 @@ static int webid_load(void *state, struct s3_creds *out)
 	free(e_sn);
 	creds_free_secret(e_tok);
 
-	const char *hdrs[] = { "Content-Type: application/x-www-form-urlencoded",
-			       "Accept: application/xml", NULL };
-	rq = (struct creds_http_req){
-		.method = "POST", .url = st->endpoint, .headers = hdrs,
-		.body = body, .body_len = strlen(body),
-		.connect_timeout_ms = 3000, .timeout_ms = 10000,
-	};
-	rc = creds_http(&rq, &rs, why);
-	creds_free_secret(body);
-	if (rc) {
-		creds_reason(st->reason, "STS %s: %s", st->endpoint, why);
-		return rc;
-	}
-	rc = creds_parse_sts_xml(rs.body, rs.len, out, why);
-	if (rc)
-		creds_reason(st->reason, "STS %s (HTTP %ld): %s", st->endpoint, rs.status, why);
-	else
-		creds_reason(st->detail, "role %s via STS %s", st->role_arn, st->endpoint);
-	creds_http_resp_cleanup(&rs);
-	return rc;
+	return creds_sts_post(st->endpoint, body, "Accept: application/xml", creds_parse_sts_xml,
+			      st->role_arn, out, st->reason, st->detail);
 }
 
 static void webid_destroy(void *state)
