@@ -94,10 +94,11 @@ asan: ## build feedfs and unit tests with ASan+UBSan and run the unit tests
 integration: $(BUILD)/feedfs ## integration tests: real FUSE mounts over a local s3rver
 	tests/integration/run.sh $(BUILD)/feedfs
 
-test: ## everything CI runs: deps check, unit, ASan/UBSan, integration (plain + ASan)
+test: ## everything CI runs: deps check, unit, ASan/UBSan, fuzz seeds, integration (plain + ASan)
 	tests/deps.sh --check-or-install
 	$(MAKE) all unit
 	$(MAKE) asan
+	$(MAKE) fuzz-smoke
 	FEEDFS_SAN_BIN=build/san-address-undefined/feedfs tests/integration/run.sh build/feedfs
 
 demo: ## local S3 server + sample dataset + mount + a training-style read pass
@@ -143,6 +144,28 @@ fuzz: fuzz-bins ## run every fuzzer for FUZZ_SECONDS (default 60) each
 		  || { tail -60 build/fuzz/$$f.log; echo "fuzz: $$f FAILED"; exit 1; }; \
 		echo "  fuzz $$f: $$(grep -o 'number_of_executed_units: [0-9]*' build/fuzz/$$f.log | grep -o '[0-9]*$$') executions in $(FUZZ_SECONDS)s"; \
 	done
+
+TSAN_TESTS := test_prefetch test_cache test_creds
+
+tsan: ## concurrent unit tests (prefetch, cache, creds) under ThreadSanitizer
+	$(Q)$(MAKE) --no-print-directory SANITIZE=thread $(addprefix build/san-thread/tests/,$(TSAN_TESTS))
+	$(Q)FEEDFS_WD_SCALE=$${FEEDFS_WD_SCALE:-10} TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+		tests/run_unit.sh $(addprefix build/san-thread/tests/,$(TSAN_TESTS))
+
+# test_cache is left out: valgrind 3.19 does not model io_uring and the test
+# waits forever for completions (ASan and TSan cover it).
+VG_BINS := $(filter-out %/test_cache,$(UNIT_BINS))
+
+valgrind: $(VG_BINS) ## unit tests under valgrind memcheck: no errors, no definite leaks
+	$(Q)for t in $(VG_BINS); do \
+		FEEDFS_WD_SCALE=$${FEEDFS_WD_SCALE:-20} valgrind -q --error-exitcode=1 --leak-check=full \
+		  --errors-for-leak-kinds=definite --show-leak-kinds=definite $$t >$$t.vg.log 2>&1 \
+		  || { tail -60 $$t.vg.log; echo "valgrind: $$t FAILED"; exit 1; }; \
+		echo "  valgrind $$(basename $$t): clean"; \
+	done
+
+soak: $(BUILD)/feedfs ## SOAK_MINUTES (default 10) of 32 readers with faults on (not in CI)
+	SOAK_MINUTES='$(SOAK_MINUTES)' FEEDFS_BIN=$(BUILD)/feedfs tests/soak.sh
 
 clean: ## remove build outputs
 	rm -rf build

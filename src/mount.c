@@ -131,8 +131,10 @@ int mount_check_point(const char *path, char *abs, size_t abs_len, char *msg, si
 	DIR *d;
 
 	/* statfs always reaches the daemon (stat may be answered from cached
-	 * attributes): ENOTCONN means nobody serves this mount any more. */
-	if (statfs(path, &sfs) < 0 && errno == ENOTCONN && detach_stale(path) == 0)
+	 * attributes): ENOTCONN (ECONNABORTED while the kernel is still tearing
+	 * the connection down) means nobody serves this mount any more. */
+	if (statfs(path, &sfs) < 0 && (errno == ENOTCONN || errno == ECONNABORTED) &&
+	    detach_stale(path) == 0)
 		fprintf(stderr, "feedfs: %s was a stale feedfs mount (its daemon died): "
 			"detached it\n", path);
 	if (stat(path, &st) < 0) {

@@ -16,7 +16,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
 PKG_MODULES=(fuse3 libcurl openssl libxml-2.0 liburing)
 APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
-          libxml2-dev liburing-dev python3 python3-boto3 python3-pytest curl ca-certificates)
+          libxml2-dev liburing-dev python3 python3-boto3 python3-pytest curl ca-certificates
+          clang libclang-rt-14-dev)
 S3RVER_VERSION=3.7.1
 
 say() { printf 'deps: %s\n' "$*"; }
@@ -60,6 +61,9 @@ check_system() {
 		say "missing: $PY"; ok=1
 	fi
 	command -v curl >/dev/null 2>&1 || { say "missing: curl"; ok=1; }
+	# the fuzz-smoke step of make test builds libFuzzer harnesses with clang
+	command -v clang >/dev/null 2>&1 || { say "missing: clang"; ok=1; }
+	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || { say "missing: libclang-rt-14-dev"; ok=1; }
 	return $ok
 }
 

@@ -148,6 +148,7 @@ static void t_env_table(void)
 		int rc;
 
 		clear_env();
+		memset(&cr, 0, sizeof(cr));   /* a failed load leaves it untouched */
 		for (int j = 0; cases[i].set[j]; j++)
 			putenv((char *)cases[i].set[j]);
 		CHECK_EQ_INT(creds_env_new(NULL, &st), 0);
