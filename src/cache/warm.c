@@ -191,6 +191,7 @@ static int peer_gone(int fd)
 struct warm_io {
 	struct warm_conn *conn;
 	size_t len;
+	int busy;               /* under conn->mu: a fetch owns this buffer */
 };
 
 /* Cache thread: must not block beyond conn->mu. */
@@ -202,6 +203,7 @@ static void block_done(void *arg, ssize_t result)
 	pthread_mutex_lock(&k->mu);
 	if (result != (ssize_t)io->len && k->err == 0)
 		k->err = result < 0 ? result : -EIO;
+	io->busy = 0;
 	k->inflight--;
 	pthread_cond_broadcast(&k->cv);
 	pthread_mutex_unlock(&k->mu);
@@ -225,31 +227,36 @@ static ssize_t warm_object(struct warm_conn *k, const char *key, size_t klen, co
 		while (k->inflight >= WARM_DEPTH)
 			pthread_cond_wait(&k->cv, &k->mu);
 		err = k->err;
-		if (err == 0)
+		if (err == 0) {
+			/* Fetches complete in any order: take a buffer no fetch owns. */
+			for (slot = 0; ios[slot].busy; slot++)
+				BUG_ON(slot + 1 >= WARM_DEPTH);
+			ios[slot].busy = 1;
 			k->inflight++;
+		}
 		pthread_mutex_unlock(&k->mu);
 		if (err)
 			break;
 		if (peer_gone(k->fd)) {
 			pthread_mutex_lock(&k->mu);
+			ios[slot].busy = 0;
 			k->inflight--;
 			pthread_mutex_unlock(&k->mu);
 			err = -ECANCELED;
 			break;
 		}
-		/* With WARM_DEPTH in flight and a wait above, slot is free. */
 		ios[slot].conn = k;
 		ios[slot].len = n;
 		rc = cache_fetch_sized(k->w->c, key, klen, etag, size, off, n, bufs[slot],
 				       block_done, &ios[slot]);
 		if (rc < 0) {
 			pthread_mutex_lock(&k->mu);
+			ios[slot].busy = 0;
 			k->inflight--;
 			pthread_mutex_unlock(&k->mu);
 			err = rc;
 			break;
 		}
-		slot = (slot + 1) % WARM_DEPTH;
 		off += n;
 	}
 	pthread_mutex_lock(&k->mu);
@@ -265,7 +272,7 @@ static void *conn_main(void *arg)
 {
 	struct warm_conn *k = arg;
 	struct cache_warm *w = k->w;
-	struct warm_io ios[WARM_DEPTH];
+	struct warm_io ios[WARM_DEPTH] = { { 0 } };
 	char *bufs[WARM_DEPTH] = { NULL };
 	char *path = malloc(WARM_PATH_MAX + 1);
 	int ok = path != NULL;
