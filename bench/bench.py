@@ -518,9 +518,12 @@ def make_contenders(server):
             if "--cache-dir" in sh("%s --help 2>&1" % FEEDFS):
                 cs.append(Contender("feedfs-cache", "feedfs",
                                     lambda b, m, c: [FEEDFS, "s3://%s" % b, m] + fbase +
-                                    ["--cache-dir", c, "--cache-size", "16G",
+                                    # 6 GiB holds the largest dataset (2 GiB object, 2 GiB
+                                    # epoch) and fits the disks we run on; feedfs refuses a
+                                    # size beyond the free space (keeping 5% free).
+                                    ["--cache-dir", c, "--cache-size", "6G",
                                      "--log-file", os.path.join(LOGDIR, "feedfs-cache-daemon-%s.log" % b)],
-                                    env=fenv, cache=True, options="--cache-dir DIR --cache-size 16G"))
+                                    env=fenv, cache=True, options="--cache-dir DIR --cache-size 6G"))
         else:
             log("feedfs: %s not built - skipped" % FEEDFS)
     if "s3fs" in CONTENDERS and shutil.which("s3fs"):
