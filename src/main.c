@@ -638,6 +638,7 @@ static void teardown(struct running *r)
 	 * that order, each after the last user of it. */
 	cache_warm_stop(r->warm);
 	if (r->fs) {
+		fs_close_open_files(r->fs);
 		fs_log_stats(r->fs);
 		fs_destroy(r->fs);
 	}
@@ -837,6 +838,7 @@ static int run(struct options *o, int notify_fd)
 	free(mopts);
 	if (!r.se)
 		return fail(notify_fd, &r, "cannot create the FUSE session (see the log)");
+	fs_set_session(r.fs, r.se);
 	if (fuse_set_signal_handlers(r.se) < 0)
 		return fail(notify_fd, &r, "cannot install signal handlers");
 	r.handlers = 1;

@@ -34,6 +34,15 @@ struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
 		  const struct rd_config *rd);
 void fs_destroy(struct fs *fs);
 
+struct fuse_session;
+
+/* The session the fs answers on (for attribute invalidations); once, after
+ * fuse_session_new() and before the loop. */
+void fs_set_session(struct fs *fs, struct fuse_session *se);
+
+/* Close the handles the kernel never released (unmount with files open). */
+void fs_close_open_files(struct fs *fs);
+
 /* The ops table; pass fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
 

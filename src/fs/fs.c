@@ -536,9 +536,47 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---------- files ---------- */
 
-struct fs_file {
-	struct rd_file *rd;
-};
+static void open_files_add(struct fs *fs, struct fs_file *f)
+{
+	pthread_mutex_lock(&fs->lock);
+	f->next = &fs->open_files;
+	f->prev = fs->open_files.prev;
+	fs->open_files.prev->next = f;
+	fs->open_files.prev = f;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+static void open_files_del(struct fs *fs, struct fs_file *f)
+{
+	pthread_mutex_lock(&fs->lock);
+	f->prev->next = f->next;
+	f->next->prev = f->prev;
+	pthread_mutex_unlock(&fs->lock);
+}
+
+void fs_close_open_files(struct fs *fs)
+{
+	for (;;) {
+		struct fs_file *f;
+
+		pthread_mutex_lock(&fs->lock);
+		f = fs->open_files.next;
+		if (f == &fs->open_files) {
+			pthread_mutex_unlock(&fs->lock);
+			return;
+		}
+		f->prev->next = f->next;
+		f->next->prev = f->prev;
+		pthread_mutex_unlock(&fs->lock);
+		rd_close(f->rd);
+		free(f);
+	}
+}
+
+void fs_set_session(struct fs *fs, struct fuse_session *se)
+{
+	fs->se = se;
+}
 
 static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -578,8 +616,18 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	FS_STAT_INC(fs, opens);
 	if (keep)
 		FS_STAT_INC(fs, keep_cache);
+	else if (fs->se)
+		/* This handle reads the version with `etag`; the kernel may still
+		 * hold the size of an older one (a readdirplus update it dropped,
+		 * or a HEAD just now), and it cuts reads at that size: bytes of the
+		 * new version up to the old length would look like a whole file.
+		 * Invalidate the attributes (not the pages: keep_cache=0 does that)
+		 * so the first read fetches them again. Attribute-only invalidation
+		 * takes no lock that this open holds. */
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = keep;
+	open_files_add(fs, f);
 	return 0;
 }
 
@@ -592,6 +640,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	else if (fuse_reply_open(req, fi) == -ENOENT) {
 		struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;   /* interrupted open */
 
+		open_files_del(req_fs(req), f);
 		rd_close(f->rd);
 		free(f);
 	}
@@ -672,6 +721,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
 
 	if (f) {
+		open_files_del(req_fs(req), f);
 		rd_close(f->rd);
 		free(f);
 	}
@@ -901,6 +951,7 @@ struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
 		return NULL;
 	}
 	fs->subtree_max_keys = subtree_max_keys(opts);
+	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->prefix_len = strlen(fs->prefix);
 	fs->opts.prefix = fs->prefix;
 	fs->s3 = s3;

@@ -36,8 +36,15 @@ struct fs_stats {                   /* relaxed atomics */
 /* Memory bound of the listing cache (entries evicted oldest first). */
 #define FS_LCACHE_MAX_BYTES (64u << 20)
 
+/* One open handle (fi->fh). */
+struct fs_file {
+	struct rd_file *rd;
+	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
+};
+
 struct fs {
 	struct fs_options opts;
+	struct fuse_session *se;        /* for attribute invalidations; set once at start */
 	char *prefix;                   /* owned copy of opts.prefix */
 	size_t prefix_len;
 	struct s3_client *s3;
@@ -55,6 +62,9 @@ struct fs {
 	struct fs_neg *neg;
 	struct fs_lcache lcache;        /* complete listings by directory path */
 	long subtree_max_keys;          /* 0: no subtree listings */
+	/* Open handles, so that an unmount with files still open (the kernel
+	 * sends no release then) closes them before the budget goes away. */
+	struct fs_file open_files;
 
 	struct fs_stats stats;
 };
