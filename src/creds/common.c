@@ -248,3 +248,13 @@ int creds_sts_post(const char *endpoint, char *body, const char *accept,
 	creds_http_resp_cleanup(&rs);
 	return rc;
 }
+
+const char *creds_state_explain(void *state)
+{
+	return ((struct creds_msgs *)state)->reason;
+}
+
+const char *creds_state_detail(void *state)
+{
+	return ((struct creds_msgs *)state)->detail;
+}

@@ -27,11 +27,10 @@
 #define TOKEN_MAX (16 * 1024)
 
 struct container_state {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 	char *url;
 	int bad_config;
 	int real_address;
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
 };
 
 /* Which hosts may get the token over plain http. */
@@ -90,12 +89,12 @@ int creds_container_new(const struct creds_options *o, void **state)
 		st->url = xasprintf("%s%s%s", ECS_AGENT, rel[0] == '/' ? "" : "/", rel);
 		st->real_address = 1;
 	} else if (full) {
-		if (check_full_uri(full, st->reason))
+		if (check_full_uri(full, st->m.reason))
 			st->bad_config = 1;
 		else
 			st->url = xstrdup(full);
 	} else {
-		creds_reason(st->reason, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, "
+		creds_reason(st->m.reason, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, "
 			     "AWS_CONTAINER_CREDENTIALS_FULL_URI not set");
 	}
 	return 0;
@@ -119,7 +118,7 @@ static int container_load(void *state, struct s3_creds *out)
 	if (tf) {
 		rc = creds_read_file(tf, TOKEN_MAX, &token);
 		if (rc) {
-			creds_reason(st->reason, "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE "
+			creds_reason(st->m.reason, "cannot read AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE "
 				     "%s: %s", tf, strerror(-rc));
 			return rc;
 		}
@@ -127,7 +126,7 @@ static int container_load(void *state, struct s3_creds *out)
 		token = xstrdup(creds_getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
 	}
 	if (token && strpbrk(token, "\r\n")) {
-		creds_reason(st->reason, "the container authorization token contains a line break");
+		creds_reason(st->m.reason, "the container authorization token contains a line break");
 		creds_free_secret(token);
 		return -EINVAL;
 	}
@@ -147,11 +146,11 @@ static int container_load(void *state, struct s3_creds *out)
 	rc = creds_http(&rq, &rs, why);
 	creds_free_secret(hdr);
 	if (rc) {
-		creds_reason(st->reason, "%s: %s", st->url, why);
+		creds_reason(st->m.reason, "%s: %s", st->url, why);
 		return rc;
 	}
 	if (json_parse(rs.body, rs.len, &v)) {
-		creds_reason(st->reason, "%s: HTTP %ld, response is not JSON", st->url, rs.status);
+		creds_reason(st->m.reason, "%s: HTTP %ld, response is not JSON", st->url, rs.status);
 		rc = rs.status == 200 ? -EINVAL : rs.status == 401 || rs.status == 403 ? -EACCES : -EIO;
 		creds_http_resp_cleanup(&rs);
 		return rc;
@@ -159,16 +158,16 @@ static int container_load(void *state, struct s3_creds *out)
 	if (rs.status != 200) {
 		const char *code = json_get_str(&v, "Code"), *msg = json_get_str(&v, "Message");
 
-		creds_reason(st->reason, "%s: HTTP %ld%s %.64s %.120s", st->url, rs.status,
+		creds_reason(st->m.reason, "%s: HTTP %ld%s %.64s %.120s", st->url, rs.status,
 			     rs.status == 401 || rs.status == 403 ? " (authorization token rejected)" : "",
 			     code ? code : "", msg ? msg : "");
 		rc = rs.status == 401 || rs.status == 403 ? -EACCES : -EIO;
 	} else {
 		rc = creds_from_aws_json(&v, out, why);
 		if (rc)
-			creds_reason(st->reason, "%s: %s", st->url, why);
+			creds_reason(st->m.reason, "%s: %s", st->url, why);
 		else
-			creds_reason(st->detail, "%s", st->url);
+			creds_reason(st->m.detail, "%s", st->url);
 	}
 	json_free(&v);
 	creds_http_resp_cleanup(&rs);
@@ -183,20 +182,10 @@ static void container_destroy(void *state)
 	free(st);
 }
 
-static const char *container_explain(void *state)
-{
-	return ((struct container_state *)state)->reason;
-}
-
-static const char *container_detail(void *state)
-{
-	return ((struct container_state *)state)->detail;
-}
-
 const struct creds_provider_ops creds_container_ops = {
 	.name = "container",
 	.load = container_load,
 	.destroy = container_destroy,
-	.explain = container_explain,
-	.detail = container_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };

@@ -94,6 +94,15 @@ int creds_parse_iso8601(const char *s, int64_t *out_ms);
 int creds_role_name_ok(const char *s, size_t n);
 
 /* snprintf into a reason buffer (never pass a secret). */
+/* Every provider's state struct begins with this, so one pair of functions
+ * serves ops->explain and ops->detail for all of them. */
+struct creds_msgs {
+	char reason[CREDS_REASON_MAX];  /* why the last load found nothing or failed */
+	char detail[CREDS_REASON_MAX];  /* where the last credentials came from */
+};
+const char *creds_state_explain(void *state);
+const char *creds_state_detail(void *state);
+
 void creds_reason(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- HTTP (src/creds/http.c): libcurl easy, blocking, short timeouts -------- */

@@ -22,12 +22,11 @@
 #define CREDS_PATH "/latest/meta-data/ram/security-credentials/"
 
 struct ecs_state {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 	int disabled;
 	struct creds_mds mds;
 	char role[256];
 	int role_fixed;
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
 };
 
 int creds_ecs_ram_new(const struct creds_options *o, void **state)
@@ -40,7 +39,7 @@ int creds_ecs_ram_new(const struct creds_options *o, void **state)
 	*state = st;
 	if (creds_env_true("ALIBABA_CLOUD_ECS_METADATA_DISABLED")) {
 		st->disabled = 1;
-		creds_reason(st->reason, "disabled by ALIBABA_CLOUD_ECS_METADATA_DISABLED");
+		creds_reason(st->m.reason, "disabled by ALIBABA_CLOUD_ECS_METADATA_DISABLED");
 		return 0;
 	}
 	if (role && strlen(role) < sizeof(st->role) && creds_role_name_ok(role, strlen(role))) {
@@ -58,7 +57,7 @@ int creds_ecs_ram_new(const struct creds_options *o, void **state)
 
 static int unreachable(struct ecs_state *st, int rc, const char *why)
 {
-	creds_reason(st->reason, "no ECS metadata at %s (%s)", st->mds.endpoint, why);
+	creds_reason(st->m.reason, "no ECS metadata at %s (%s)", st->mds.endpoint, why);
 	return rc == -EACCES ? -EACCES : -ENOENT;
 }
 
@@ -79,13 +78,13 @@ static int ecs_load(void *state, struct s3_creds *out)
 			return unreachable(st, rc, why);
 		if (rs.status == 404) {
 			creds_http_resp_cleanup(&rs);
-			creds_reason(st->reason, "no RAM role attached to this instance (%s)",
+			creds_reason(st->m.reason, "no RAM role attached to this instance (%s)",
 				     st->mds.endpoint);
 			return -ENOENT;
 		}
 		n = rs.status == 200 ? strcspn(rs.body, "\r\n") : 0;
 		if (n == 0 || n >= sizeof(st->role) || !creds_role_name_ok(rs.body, n)) {
-			creds_reason(st->reason, "%s: role list: HTTP %ld, no usable role name",
+			creds_reason(st->m.reason, "%s: role list: HTTP %ld, no usable role name",
 				     st->mds.endpoint, rs.status);
 			creds_http_resp_cleanup(&rs);
 			return -EIO;
@@ -103,7 +102,7 @@ static int ecs_load(void *state, struct s3_creds *out)
 	if (rs.status != 200) {
 		long status = rs.status;
 
-		creds_reason(st->reason, "%s: credentials of role %s: HTTP %ld%s", st->mds.endpoint,
+		creds_reason(st->m.reason, "%s: credentials of role %s: HTTP %ld%s", st->mds.endpoint,
 			     st->role, status,
 			     status == 404 ? " (no such role on this instance)" : "");
 		creds_http_resp_cleanup(&rs);
@@ -116,7 +115,7 @@ static int ecs_load(void *state, struct s3_creds *out)
 		int64_t exp_ms = 0;
 
 		if (json_parse(rs.body, rs.len, &v)) {
-			creds_reason(st->reason, "%s: credentials are not valid JSON",
+			creds_reason(st->m.reason, "%s: credentials are not valid JSON",
 				     st->mds.endpoint);
 			creds_http_resp_cleanup(&rs);
 			return -EIO;
@@ -128,16 +127,16 @@ static int ecs_load(void *state, struct s3_creds *out)
 		tok = json_get_str(&v, "SecurityToken");
 		exp = json_get_str(&v, "Expiration");
 		if (code && strcmp(code, "Success")) {
-			creds_reason(st->reason, "%s: role %s: Code %.64s", st->mds.endpoint,
+			creds_reason(st->m.reason, "%s: role %s: Code %.64s", st->mds.endpoint,
 				     st->role, code);
 			rc = -EIO;
 		} else if (!ak || !sk || !tok || !exp || creds_parse_iso8601(exp, &exp_ms)) {
-			creds_reason(st->reason, "%s: role %s: incomplete credentials",
+			creds_reason(st->m.reason, "%s: role %s: incomplete credentials",
 				     st->mds.endpoint, st->role);
 			rc = -EIO;
 		} else {
 			rc = creds_fill(out, ak, sk, tok, exp_ms);
-			creds_reason(st->detail, "RAM role %s from %s%s", st->role, st->mds.endpoint,
+			creds_reason(st->m.detail, "RAM role %s from %s%s", st->role, st->mds.endpoint,
 				     st->mds.v1 ? " (normal mode)" : "");
 		}
 		json_free(&v);
@@ -154,20 +153,10 @@ static void ecs_destroy(void *state)
 	free(st);
 }
 
-static const char *ecs_explain(void *state)
-{
-	return ((struct ecs_state *)state)->reason;
-}
-
-static const char *ecs_detail(void *state)
-{
-	return ((struct ecs_state *)state)->detail;
-}
-
 const struct creds_provider_ops creds_ecs_ram_ops = {
 	.name = "ecs-ram-role",
 	.load = ecs_load,
 	.destroy = ecs_destroy,
-	.explain = ecs_explain,
-	.detail = ecs_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };

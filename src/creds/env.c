@@ -29,8 +29,7 @@ static const struct env_family families[] = {
 };
 
 struct env_state {
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 };
 
 int creds_env_new(const struct creds_options *o, void **state)
@@ -50,33 +49,23 @@ static int env_load(void *state, struct s3_creds *out)
 		if (!ak && !sk)
 			continue;
 		if (!ak || !sk) {
-			creds_reason(st->reason, "%s is set but %s is not",
+			creds_reason(st->m.reason, "%s is set but %s is not",
 				     ak ? f->ak : f->sk, ak ? f->sk : f->ak);
 			return -EINVAL;
 		}
-		creds_reason(st->detail, "%s%s", f->ak,
+		creds_reason(st->m.detail, "%s%s", f->ak,
 			     creds_getenv(f->tok) ? " with a session token" : "");
 		return creds_fill(out, ak, sk, creds_getenv(f->tok), 0);
 	}
-	creds_reason(st->reason, "AWS_ACCESS_KEY_ID, OSS_ACCESS_KEY_ID, "
+	creds_reason(st->m.reason, "AWS_ACCESS_KEY_ID, OSS_ACCESS_KEY_ID, "
 		     "ALIBABA_CLOUD_ACCESS_KEY_ID not set");
 	return -ENOENT;
-}
-
-static const char *env_explain(void *state)
-{
-	return ((struct env_state *)state)->reason;
-}
-
-static const char *env_detail(void *state)
-{
-	return ((struct env_state *)state)->detail;
 }
 
 const struct creds_provider_ops creds_env_ops = {
 	.name = "env",
 	.load = env_load,
 	.destroy = free,
-	.explain = env_explain,
-	.detail = env_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };

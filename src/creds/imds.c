@@ -24,11 +24,10 @@
 #define CREDS_PATH "/latest/meta-data/iam/security-credentials/"
 
 struct imds_state {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 	int disabled;
 	struct creds_mds mds;
 	char role[256];
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
 };
 
 int creds_imds_new(const struct creds_options *o, void **state)
@@ -40,7 +39,7 @@ int creds_imds_new(const struct creds_options *o, void **state)
 	*state = st;
 	if (creds_env_true("AWS_EC2_METADATA_DISABLED")) {
 		st->disabled = 1;
-		creds_reason(st->reason, "disabled by AWS_EC2_METADATA_DISABLED");
+		creds_reason(st->m.reason, "disabled by AWS_EC2_METADATA_DISABLED");
 		return 0;
 	}
 	creds_mds_init(&st->mds, "EC2 instance metadata",
@@ -54,7 +53,7 @@ int creds_imds_new(const struct creds_options *o, void **state)
 /* A transport failure means "not on EC2": a miss, with the cause kept. */
 static int unreachable(struct imds_state *st, int rc, const char *why)
 {
-	creds_reason(st->reason, "no instance metadata at %s (%s)", st->mds.endpoint, why);
+	creds_reason(st->m.reason, "no instance metadata at %s (%s)", st->mds.endpoint, why);
 	return rc == -EACCES ? -EACCES : -ENOENT;
 }
 
@@ -75,18 +74,18 @@ static int imds_load(void *state, struct s3_creds *out)
 		return unreachable(st, rc, why);
 	if (rs.status == 404) {
 		creds_http_resp_cleanup(&rs);
-		creds_reason(st->reason, "no IAM role attached to this instance (%s)",
+		creds_reason(st->m.reason, "no IAM role attached to this instance (%s)",
 			     st->mds.endpoint);
 		return -ENOENT;
 	}
 	if (rs.status != 200 || rs.len == 0) {
-		creds_reason(st->reason, "%s: role list: HTTP %ld", st->mds.endpoint, rs.status);
+		creds_reason(st->m.reason, "%s: role list: HTTP %ld", st->mds.endpoint, rs.status);
 		creds_http_resp_cleanup(&rs);
 		return -EIO;
 	}
 	n = strcspn(rs.body, "\r\n");
 	if (n == 0 || n >= sizeof(st->role) || !creds_role_name_ok(rs.body, n)) {
-		creds_reason(st->reason, "%s: unexpected role name", st->mds.endpoint);
+		creds_reason(st->m.reason, "%s: unexpected role name", st->mds.endpoint);
 		creds_http_resp_cleanup(&rs);
 		return -EIO;
 	}
@@ -100,27 +99,27 @@ static int imds_load(void *state, struct s3_creds *out)
 	if (rc)
 		return unreachable(st, rc, why);
 	if (rs.status != 200) {
-		creds_reason(st->reason, "%s: credentials of role %s: HTTP %ld", st->mds.endpoint,
+		creds_reason(st->m.reason, "%s: credentials of role %s: HTTP %ld", st->mds.endpoint,
 			     st->role, rs.status);
 		creds_http_resp_cleanup(&rs);
 		return -EIO;
 	}
 	if (json_parse(rs.body, rs.len, &v)) {
-		creds_reason(st->reason, "%s: credentials are not valid JSON", st->mds.endpoint);
+		creds_reason(st->m.reason, "%s: credentials are not valid JSON", st->mds.endpoint);
 		creds_http_resp_cleanup(&rs);
 		return -EIO;
 	}
 	creds_http_resp_cleanup(&rs);
 	code = json_get_str(&v, "Code");
 	if (code && strcmp(code, "Success")) {
-		creds_reason(st->reason, "%s: role %s: Code %.64s", st->mds.endpoint, st->role, code);
+		creds_reason(st->m.reason, "%s: role %s: Code %.64s", st->mds.endpoint, st->role, code);
 		rc = -EIO;
 	} else {
 		rc = creds_from_aws_json(&v, out, why);
 		if (rc)
-			creds_reason(st->reason, "%s: %s", st->mds.endpoint, why);
+			creds_reason(st->m.reason, "%s: %s", st->mds.endpoint, why);
 		else
-			creds_reason(st->detail, "role %s from %s%s", st->role, st->mds.endpoint,
+			creds_reason(st->m.detail, "role %s from %s%s", st->role, st->mds.endpoint,
 				     st->mds.v1 ? " (IMDSv1)" : "");
 	}
 	json_free(&v);
@@ -136,20 +135,10 @@ static void imds_destroy(void *state)
 	free(st);
 }
 
-static const char *imds_explain(void *state)
-{
-	return ((struct imds_state *)state)->reason;
-}
-
-static const char *imds_detail(void *state)
-{
-	return ((struct imds_state *)state)->detail;
-}
-
 const struct creds_provider_ops creds_imds_ops = {
 	.name = "imds",
 	.load = imds_load,
 	.destroy = imds_destroy,
-	.explain = imds_explain,
-	.detail = imds_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };

@@ -341,12 +341,11 @@ static int run_process(const char *cmd, char **out, size_t *out_len, char *reaso
 /* ---- the provider --------------------------------------------------------------- */
 
 struct profile_state {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 	char *profile;
 	int explicit_profile;
 	char *cred_path, *config_path;
 	int warned_mode;
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
 };
 
 static char *home_path(const char *env, const char *rel)
@@ -378,7 +377,7 @@ int creds_profile_new(const struct creds_options *o, void **state)
 	return 0;
 }
 
-/* 0 (maybe *found = 0 when absent) or -errno with st->reason set. */
+/* 0 (maybe *found = 0 when absent) or -errno with st->m.reason set. */
 static int load_file(struct profile_state *st, const char *path, int is_config,
 		     struct ini_file *f, int *found)
 {
@@ -393,7 +392,7 @@ static int load_file(struct profile_state *st, const char *path, int is_config,
 	if (rc == -ENOENT || rc == -ENOTDIR)
 		return 0;
 	if (rc) {
-		creds_reason(st->reason, "cannot read %s: %s", path, strerror(-rc));
+		creds_reason(st->m.reason, "cannot read %s: %s", path, strerror(-rc));
 		return rc;
 	}
 	if (!is_config && !st->warned_mode && stat(path, &sb) == 0 && (sb.st_mode & 077)) {
@@ -404,7 +403,7 @@ static int load_file(struct profile_state *st, const char *path, int is_config,
 	rc = creds_ini_parse(text, is_config, f, why);
 	creds_free_secret(text);
 	if (rc) {
-		creds_reason(st->reason, "%s: %s", path, why);
+		creds_reason(st->m.reason, "%s: %s", path, why);
 		return rc;
 	}
 	*found = 1;
@@ -425,10 +424,10 @@ static int from_process(struct profile_state *st, const char *cmd, const char *w
 		creds_free_secret(text);
 	}
 	if (rc) {
-		creds_reason(st->reason, "profile '%s' in %s: %s", st->profile, where, why);
+		creds_reason(st->m.reason, "profile '%s' in %s: %s", st->profile, where, why);
 		return rc == -ENOENT ? -EIO : rc;
 	}
-	creds_reason(st->detail, "credential_process of profile '%s' in %s", st->profile, where);
+	creds_reason(st->m.detail, "credential_process of profile '%s' in %s", st->profile, where);
 	return 0;
 }
 
@@ -440,7 +439,7 @@ static int profile_load(void *state, struct s3_creds *out)
 	const char *ak, *sk, *tok, *proc, *where;
 	int have_cred, have_conf, rc;
 
-	st->reason[0] = '\0';
+	st->m.reason[0] = '\0';
 	if ((rc = load_file(st, st->cred_path, 0, &cred, &have_cred)))
 		return rc;
 	if ((rc = load_file(st, st->config_path, 1, &conf, &have_conf))) {
@@ -463,13 +462,13 @@ static int profile_load(void *state, struct s3_creds *out)
 
 	if (ak || sk) {
 		if (!ak || !sk) {
-			creds_reason(st->reason, "profile '%s' in %s has %s but no %s", st->profile,
+			creds_reason(st->m.reason, "profile '%s' in %s has %s but no %s", st->profile,
 				     where, ak ? "aws_access_key_id" : "aws_secret_access_key",
 				     ak ? "aws_secret_access_key" : "aws_access_key_id");
 			rc = -EINVAL;
 		} else {
 			rc = creds_fill(out, ak, sk, tok, 0);
-			creds_reason(st->detail, "profile '%s' in %s", st->profile, where);
+			creds_reason(st->m.detail, "profile '%s' in %s", st->profile, where);
 		}
 	} else if (proc) {
 		rc = from_process(st, proc, creds_ini_get(pc, "credential_process") ?
@@ -481,18 +480,18 @@ static int profile_load(void *state, struct s3_creds *out)
 					  creds_ini_get(p, "sso_session") ? "sso" : NULL;
 
 		if (unsupported)
-			creds_reason(st->reason, "profile '%s' uses %s, which feedfs does not "
+			creds_reason(st->m.reason, "profile '%s' uses %s, which feedfs does not "
 				     "support; export the credentials or use credential_process",
 				     st->profile, unsupported);
 		else
-			creds_reason(st->reason, "profile '%s' has no aws_access_key_id or "
+			creds_reason(st->m.reason, "profile '%s' has no aws_access_key_id or "
 				     "credential_process", st->profile);
 		rc = st->explicit_profile ? -EINVAL : -ENOENT;
 	} else if (!have_cred && !have_conf) {
-		creds_reason(st->reason, "no %s or %s", st->cred_path, st->config_path);
+		creds_reason(st->m.reason, "no %s or %s", st->cred_path, st->config_path);
 		rc = st->explicit_profile ? -EINVAL : -ENOENT;
 	} else {
-		creds_reason(st->reason, "no profile '%s' in %s or %s", st->profile,
+		creds_reason(st->m.reason, "no profile '%s' in %s or %s", st->profile,
 			     st->cred_path, st->config_path);
 		rc = st->explicit_profile ? -EINVAL : -ENOENT;
 	}
@@ -511,22 +510,12 @@ static void profile_destroy(void *state)
 	free(st);
 }
 
-static const char *profile_explain(void *state)
-{
-	return ((struct profile_state *)state)->reason;
-}
-
-static const char *profile_detail(void *state)
-{
-	return ((struct profile_state *)state)->detail;
-}
-
 const struct creds_provider_ops creds_profile_ops = {
 	.name = "profile",
 	.load = profile_load,
 	.destroy = profile_destroy,
-	.explain = profile_explain,
-	.detail = profile_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };
 
 /* ---- the profile's region (not a credential, but it lives in the same file) ---- */

@@ -75,10 +75,9 @@ out:
 }
 
 struct rrsa_state {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 	char *role_arn, *provider_arn, *token_file, *session_name, *endpoint;
 	int half_configured;
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
 };
 
 static char *aliyun_sts_endpoint(void)
@@ -107,13 +106,13 @@ int creds_rrsa_new(const struct creds_options *o, void **state)
 	for (int i = 0; i < 3; i++)
 		set += (v[i] = creds_getenv(names[i])) != NULL;
 	if (set == 0) {
-		creds_reason(st->reason, "ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN, "
+		creds_reason(st->m.reason, "ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN, "
 			     "ALIBABA_CLOUD_OIDC_TOKEN_FILE not set");
 		return 0;
 	}
 	if (set < 3) {
 		st->half_configured = 1;
-		creds_reason(st->reason, "RRSA needs ALIBABA_CLOUD_ROLE_ARN, "
+		creds_reason(st->m.reason, "RRSA needs ALIBABA_CLOUD_ROLE_ARN, "
 			     "ALIBABA_CLOUD_OIDC_PROVIDER_ARN and ALIBABA_CLOUD_OIDC_TOKEN_FILE; "
 			     "%s is not set", !v[0] ? names[0] : !v[1] ? names[1] : names[2]);
 		return 0;
@@ -148,7 +147,7 @@ static int rrsa_load(void *state, struct s3_creds *out)
 		return -ENOENT;
 	rc = creds_read_file(st->token_file, TOKEN_FILE_MAX, &token);
 	if (rc || !*token) {
-		creds_reason(st->reason, "cannot read OIDC token %s: %s", st->token_file,
+		creds_reason(st->m.reason, "cannot read OIDC token %s: %s", st->token_file,
 			     rc ? strerror(-rc) : "empty file");
 		creds_free_secret(token);
 		return rc ? rc : -EINVAL;
@@ -167,7 +166,7 @@ static int rrsa_load(void *state, struct s3_creds *out)
 		creds_free_secret(e[i]);
 
 	return creds_sts_post(st->endpoint, body, "Accept: application/json", creds_parse_aliyun_sts_json,
-			      st->role_arn, out, st->reason, st->detail);
+			      st->role_arn, out, st->m.reason, st->m.detail);
 }
 
 static void rrsa_destroy(void *state)
@@ -182,20 +181,10 @@ static void rrsa_destroy(void *state)
 	free(st);
 }
 
-static const char *rrsa_explain(void *state)
-{
-	return ((struct rrsa_state *)state)->reason;
-}
-
-static const char *rrsa_detail(void *state)
-{
-	return ((struct rrsa_state *)state)->detail;
-}
-
 const struct creds_provider_ops creds_rrsa_ops = {
 	.name = "oidc-rrsa",
 	.load = rrsa_load,
 	.destroy = rrsa_destroy,
-	.explain = rrsa_explain,
-	.detail = rrsa_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };

@@ -126,10 +126,9 @@ out:
 /* ---- the provider ------------------------------------------------------------- */
 
 struct webid_state {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
 	char *token_file, *role_arn, *session_name, *endpoint;
 	int half_configured;
-	char reason[CREDS_REASON_MAX];
-	char detail[CREDS_REASON_MAX];
 };
 
 /* STS endpoint from the environment and region, shared with nothing else. */
@@ -159,12 +158,12 @@ int creds_webid_new(const struct creds_options *o, void **state)
 
 	*state = st;
 	if (!tf && !arn) {
-		creds_reason(st->reason, "AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN not set");
+		creds_reason(st->m.reason, "AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN not set");
 		return 0;
 	}
 	if (!tf || !arn) {
 		st->half_configured = 1;
-		creds_reason(st->reason, "%s is set but %s is not",
+		creds_reason(st->m.reason, "%s is set but %s is not",
 			     tf ? "AWS_WEB_IDENTITY_TOKEN_FILE" : "AWS_ROLE_ARN",
 			     tf ? "AWS_ROLE_ARN" : "AWS_WEB_IDENTITY_TOKEN_FILE");
 		return 0;
@@ -188,7 +187,7 @@ static int webid_load(void *state, struct s3_creds *out)
 		return -ENOENT;
 	rc = creds_read_file(st->token_file, TOKEN_FILE_MAX, &token);
 	if (rc || !*token) {
-		creds_reason(st->reason, "cannot read web identity token %s: %s", st->token_file,
+		creds_reason(st->m.reason, "cannot read web identity token %s: %s", st->token_file,
 			     rc ? strerror(-rc) : "empty file");
 		creds_free_secret(token);
 		return rc ? rc : -EINVAL;
@@ -204,7 +203,7 @@ static int webid_load(void *state, struct s3_creds *out)
 	creds_free_secret(e_tok);
 
 	return creds_sts_post(st->endpoint, body, "Accept: application/xml", creds_parse_sts_xml,
-			      st->role_arn, out, st->reason, st->detail);
+			      st->role_arn, out, st->m.reason, st->m.detail);
 }
 
 static void webid_destroy(void *state)
@@ -218,20 +217,10 @@ static void webid_destroy(void *state)
 	free(st);
 }
 
-static const char *webid_explain(void *state)
-{
-	return ((struct webid_state *)state)->reason;
-}
-
-static const char *webid_detail(void *state)
-{
-	return ((struct webid_state *)state)->detail;
-}
-
 const struct creds_provider_ops creds_webid_ops = {
 	.name = "web-identity",
 	.load = webid_load,
 	.destroy = webid_destroy,
-	.explain = webid_explain,
-	.detail = webid_detail,
+	.explain = creds_state_explain,
+	.detail = creds_state_detail,
 };
