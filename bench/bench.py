@@ -1002,6 +1002,9 @@ class Run:
                     r = w_seq(root, ml, readers, dl(), want_ttfb=(readers == 1))
                     add("cold", r)
                     add("warm", w_seq(root, ml, readers, dl()))
+                    if c.cache and readers == 1:
+                        drop_caches()        # epoch 2 from the contender's own disk cache
+                        add("disk", w_seq(root, ml, readers, dl()))
                     if rep == 0 and readers == 1:
                         v = verify_large_sha(root, ml, dl())
                         self.verify.append({"config": c.name, "dataset": B_LARGE, **v})
@@ -1014,6 +1017,9 @@ class Run:
                     r = w_epoch(root, me, th, dl())
                     add("cold", r)
                     add("warm", w_epoch(root, me, th, dl()))
+                    if c.cache and th == 8:
+                        drop_caches()
+                        add("disk", w_epoch(root, me, th, dl()))
                     if rep == 0 and th == 16 and not r.get("error"):
                         self.verify.append({"config": c.name, "dataset": B_EPOCH, "ok": True,
                                             "files_sha256": r["sha256_verified"]})
@@ -1117,6 +1123,19 @@ def main():
             meta["max_memory_default_mib"] = int(mm.group(1)) * (1024 if mm.group(2) == "G" else 1)
     log("contenders: %s" % ", ".join(c.name for c in contenders))
     skipped = []
+    meta["skipped"] = skipped
+    tag = started.strftime("%Y%m%dT%H%M%SZ") + ("-lat%g" % LAT_MS if LAT_MS > 0 else "") + ("-quick" if QUICK else "")
+    path = os.path.join(RESULTS, "%s.json" % tag)
+
+    def save(partial):
+        meta["busy_end"] = busy_snapshot()
+        meta["duration_s"] = round(time.monotonic() - T_START, 1)
+        meta["partial"] = partial
+        out = {"meta": meta, "results": run.results, "verification": run.verify}
+        with open(path + ".tmp", "w") as f:
+            json.dump(out, f, indent=1)
+        os.replace(path + ".tmp", path)
+
     for rep in range(REPS):
         if run.over_budget():
             skipped.append("rep %d and later (MAX_MINUTES)" % rep)
@@ -1131,14 +1150,9 @@ def main():
                 continue
             log("== rep %d/%d: %s" % (rep + 1, REPS, c.name))
             run.contender_rep(c, rep)
+            save(partial=True)       # a run cut short still leaves what it measured
     meta["skipped"] = skipped
-    meta["busy_end"] = busy_snapshot()
-    meta["duration_s"] = round(time.monotonic() - T_START, 1)
-    out = {"meta": meta, "results": run.results, "verification": run.verify}
-    tag = started.strftime("%Y%m%dT%H%M%SZ") + ("-lat%g" % LAT_MS if LAT_MS > 0 else "") + ("-quick" if QUICK else "")
-    path = os.path.join(RESULTS, "%s.json" % tag)
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
+    save(partial=False)
     with open(os.path.join(WORK, "last-result"), "w") as f:
         f.write(path + "\n")
     log("wrote %s (%.1f min)" % (path, meta["duration_s"] / 60))
