@@ -382,10 +382,31 @@ static int build_headers(struct s3_req *r)
 	return ret;
 }
 
+/* Stall watchdog, run by curl about once a second and whenever data moves: an
+ * attempt that moved no byte for the stall timeout is cut (and retried). Curl's
+ * own low-speed check averages over whole seconds and fired up to ~6 s late. */
+static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	struct s3_req *r = arg;
+	int64_t now = util_now_ms();
+
+	(void)dltotal;
+	(void)ultotal;
+	if (dlnow + ulnow != r->progress_bytes) {
+		r->progress_bytes = dlnow + ulnow;
+		r->progress_ms = now;
+		return 0;
+	}
+	if (now - r->progress_ms < r->c->stall_timeout_ms)
+		return 0;
+	r->stalled = 1;
+	return 1;       /* CURLE_ABORTED_BY_CALLBACK */
+}
+
 int s3_req_attempt_start(struct s3_req *r, CURL *e)
 {
 	struct s3_client *c = r->c;
-	long stall_s;
 	int ret;
 
 	r->attempt++;
@@ -398,6 +419,9 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->content_range[0] = r->etag[0] = r->request_id[0] = r->curl_err[0] = '\0';
 	r->bucket_region[0] = '\0';
 	r->last_modified_ms = 0;
+	r->progress_ms = util_now_ms();
+	r->progress_bytes = 0;
+	r->stalled = 0;
 	if (r->hdrs) {
 		/* The old list held a signature: wipe before freeing. */
 		for (struct curl_slist *l = r->hdrs; l; l = l->next)
@@ -411,7 +435,6 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	atomic_fetch_add_explicit(&c->n_requests, 1, memory_order_relaxed);
 
 	r->easy = e;
-	stall_s = (c->stall_timeout_ms + 999) / 1000;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);   /* keys may hold "/../" */
 	curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
@@ -427,9 +450,9 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->no_verify_tls ? 0L : 1L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->no_verify_tls ? 0L : 2L);
 	curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-	/* Stall: less than 1 byte/s for stall_s seconds. */
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, stall_s > 0 ? stall_s : 1L);
+	curl_easy_setopt(e, CURLOPT_XFERINFOFUNCTION, on_progress);
+	curl_easy_setopt(e, CURLOPT_XFERINFODATA, r);
+	curl_easy_setopt(e, CURLOPT_NOPROGRESS, 0L);
 	if (r->quick) {
 		long ct = c->connect_timeout_ms < S3_QUICK_TIMEOUT_MS ? c->connect_timeout_ms
 								       : S3_QUICK_TIMEOUT_MS;
@@ -541,6 +564,11 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 							 : "body longer than requested");
 		err = -EIO;
 		retry = 1;
+	} else if (cc != CURLE_OK && r->stalled) {
+		snprintf(r->reason, sizeof(r->reason), "no bytes for %d ms (--stall-timeout)",
+			 c->stall_timeout_ms);
+		err = -ETIMEDOUT;
+		retry = !r->quick;
 	} else if (cc != CURLE_OK) {
 		err = transport_errno(cc, &retry);
 		snprintf(r->reason, sizeof(r->reason), "%s",

@@ -123,6 +123,9 @@ struct s3_req {
 	char request_id[S3_REQID_MAX];
 	char bucket_region[S3_REGION_MAX];  /* x-amz-bucket-region */
 	char curl_err[CURL_ERROR_SIZE];
+	int64_t progress_ms;        /* last time a byte moved (or the attempt began) */
+	curl_off_t progress_bytes;  /* bytes moved as of progress_ms */
+	int stalled;                /* the attempt was cut by the stall watchdog */
 
 	/* across attempts */
 	int attempt;                /* 1-based number of the attempt in flight */

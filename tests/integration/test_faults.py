@@ -246,10 +246,10 @@ def test_hung_store_times_out_not_forever(mount, fproxy, fdata):
     m = mount(bucket, "", *ARGS, "--max-retries", "1", endpoint=fproxy.url)
     fproxy.set_fault("stall", rate=1.0, repeat=10 ** 6)
     tasks = [(k, 0, len(data[k])) for k, _ in SMALL[8:12]]
-    # One attempt, cut by the stall timer. curl judges "no bytes" from its
-    # transfer speed averaged over ~5 s, so a stall is seen after about
-    # --stall-timeout + 6 s; the kernel asks once more after a failed readahead.
-    bound = 2 * (STALL_TIMEOUT_S + 6) + 3
+    # Two attempts (--max-retries 1), each cut by the stall watchdog within
+    # about a second of --stall-timeout (curl runs it about once a second);
+    # the kernel may ask once more after a failed readahead.
+    bound = 2 * 2 * (STALL_TIMEOUT_S + 1) + 3
     fproxy.stall_s = 30           # the store hangs; feedfs must give up by itself
     res = run_readers(m.path, data, tasks, deadline_s=bound + 15)
     fproxy.clear()
