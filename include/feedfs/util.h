@@ -20,6 +20,12 @@ int util_parse_seconds_ms(const char *s, int64_t *out_ms);
 int util_parse_u32(const char *s, int base, uint32_t *out);
 
 int64_t util_now_ms(void);        /* CLOCK_MONOTONIC */
+
+/* Condition variables timed on CLOCK_MONOTONIC (immune to wall-clock steps):
+ * init one with util_cond_init_monotonic, wait at most ms on it (mu held). */
+#include <pthread.h>
+void util_cond_init_monotonic(pthread_cond_t *cv);
+void util_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 int64_t util_wall_ms(void);       /* CLOCK_REALTIME */
 
 /* malloc/calloc/strdup that abort with a log line on exhaustion: used only for

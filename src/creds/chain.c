@@ -198,7 +198,6 @@ static void *refresher_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->stop) {
 		int64_t now = chain_now(c), next, wait_ms;
-		struct timespec ts;
 
 		if (!c->loading && (c->want_load || due_locked(c, now))) {
 			c->want_load = 0;
@@ -213,14 +212,7 @@ static void *refresher_main(void *arg)
 			wait_ms = 10;
 		if (wait_ms > THREAD_MAX_SLEEP_MS)
 			wait_ms = THREAD_MAX_SLEEP_MS;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += wait_ms / 1000;
-		ts.tv_nsec += (wait_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&c->wake, &c->mu, &ts);
+		util_cond_wait_ms(&c->wake, &c->mu, wait_ms);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -387,7 +379,6 @@ static void append(char *msg, size_t msg_len, size_t *pos, const char *fmt, ...)
 static struct creds_chain *chain_alloc(const struct creds_chain_config *cfg)
 {
 	struct creds_chain *c = xcalloc(1, sizeof(*c));
-	pthread_condattr_t ca;
 
 	c->anonymous = cfg->anonymous;
 	c->wall_ms = cfg->wall_ms;
@@ -396,10 +387,7 @@ static struct creds_chain *chain_alloc(const struct creds_chain_config *cfg)
 	c->margin_ms = cfg->refresh_margin_ms > 0 ? cfg->refresh_margin_ms : CREDS_REFRESH_MARGIN_MS;
 	c->retry_min_ms = cfg->retry_min_ms > 0 ? cfg->retry_min_ms : 1000;
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->wake, &ca);
-	pthread_condattr_destroy(&ca);
+	util_cond_init_monotonic(&c->wake);
 	pthread_cond_init(&c->done, NULL);
 	return c;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "feedfs/log.h"
+#include "feedfs/util.h"
 #include "prefetch_i.h"
 
 /* A waiter also re-runs reclaim this often, in case a completion made a buffer
@@ -22,8 +23,6 @@
 int rd_budget_new(uint64_t max_bytes, struct rd_budget **out)
 {
 	struct rd_budget *b;
-	pthread_condattr_t ca;
-
 	if (max_bytes == 0)
 		return -EINVAL;
 	b = calloc(1, sizeof(*b));
@@ -32,10 +31,7 @@ int rd_budget_new(uint64_t max_bytes, struct rd_budget **out)
 	b->max = max_bytes;
 	b->clients.prev = b->clients.next = &b->clients;
 	pthread_mutex_init(&b->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&b->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	util_cond_init_monotonic(&b->cond);
 	*out = b;
 	return 0;
 }
@@ -77,8 +73,6 @@ int rd_budget_take(struct rd_budget *b, uint64_t n, int wait)
 		return -EINVAL;
 	pthread_mutex_lock(&b->mu);
 	while (b->used + n > b->max) {
-		struct timespec ts;
-
 		if (!wait) {
 			pthread_mutex_unlock(&b->mu);
 			return -EAGAIN;
@@ -86,14 +80,8 @@ int rd_budget_take(struct rd_budget *b, uint64_t n, int wait)
 		budget_reclaim_locked(b, n);
 		if (b->used + n <= b->max)
 			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += BUDGET_RECHECK_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		b->waiters++;
-		pthread_cond_timedwait(&b->cond, &b->mu, &ts);
+		util_cond_wait_ms(&b->cond, &b->mu, BUDGET_RECHECK_MS);
 		b->waiters--;
 	}
 	b->used += n;

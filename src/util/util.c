@@ -90,6 +90,30 @@ static int64_t clock_ms(clockid_t id)
 }
 
 int64_t util_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+
+void util_cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+void util_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cv, mu, &ts);
+}
 int64_t util_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
 
 static void *oom(size_t n)
