@@ -94,12 +94,19 @@ asan: ## build feedfs and unit tests with ASan+UBSan and run the unit tests
 integration: $(BUILD)/feedfs ## integration tests: real FUSE mounts over a local s3rver
 	tests/integration/run.sh $(BUILD)/feedfs
 
-test: ## everything CI runs: deps check, unit, ASan/UBSan, fuzz seeds, integration (plain + ASan)
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
+test: ## everything CI runs: deps, unit, ASan/UBSan, valgrind, fuzz seeds, integration (plain, ASan, TSan, valgrind)
 	tests/deps.sh --check-or-install
-	$(MAKE) all unit
+	$(MAKE) -j$(NPROC) all
+	$(MAKE) unit
+	$(MAKE) -j$(NPROC) SANITIZE=address,undefined all
 	$(MAKE) asan
+	$(MAKE) -j$(NPROC) SANITIZE=thread all
+	$(MAKE) valgrind
 	$(MAKE) fuzz-smoke
-	FEEDFS_SAN_BIN=build/san-address-undefined/feedfs tests/integration/run.sh build/feedfs
+	FEEDFS_SAN_BIN=build/san-address-undefined/feedfs FEEDFS_TSAN_BIN=build/san-thread/feedfs \
+	FEEDFS_VALGRIND=1 tests/integration/run.sh build/feedfs
 
 demo: ## local S3 server + sample dataset + mount + a training-style read pass
 	tests/deps.sh --check-or-install
@@ -156,13 +163,12 @@ tsan: ## concurrent unit tests (prefetch, cache, creds) under ThreadSanitizer
 # waits forever for completions (ASan and TSan cover it).
 VG_BINS := $(filter-out %/test_cache,$(UNIT_BINS))
 
-valgrind: $(VG_BINS) ## unit tests under valgrind memcheck: no errors, no definite leaks
-	$(Q)for t in $(VG_BINS); do \
+valgrind: $(VG_BINS) ## unit tests under valgrind memcheck (one per core): no errors, no definite leaks
+	$(Q)printf '%s\n' $(VG_BINS) | xargs -P$(NPROC) -I{} sh -c '\
 		FEEDFS_WD_SCALE=$${FEEDFS_WD_SCALE:-20} valgrind -q --error-exitcode=1 --leak-check=full \
-		  --errors-for-leak-kinds=definite --show-leak-kinds=definite $$t >$$t.vg.log 2>&1 \
-		  || { tail -60 $$t.vg.log; echo "valgrind: $$t FAILED"; exit 1; }; \
-		echo "  valgrind $$(basename $$t): clean"; \
-	done
+		  --errors-for-leak-kinds=definite --show-leak-kinds=definite {} >{}.vg.log 2>&1 \
+		  || { tail -60 {}.vg.log; echo "valgrind: {} FAILED"; exit 255; }; \
+		echo "  valgrind $$(basename {}): clean"'
 
 soak: $(BUILD)/feedfs ## SOAK_MINUTES (default 10) of 32 readers with faults on (not in CI)
 	SOAK_MINUTES='$(SOAK_MINUTES)' FEEDFS_BIN=$(BUILD)/feedfs tests/soak.sh

@@ -17,7 +17,7 @@ PY=/usr/bin/python3
 PKG_MODULES=(fuse3 libcurl openssl libxml-2.0 liburing)
 APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
           libxml2-dev liburing-dev python3 python3-boto3 python3-pytest curl ca-certificates
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev valgrind)
 S3RVER_VERSION=3.7.1
 
 say() { printf 'deps: %s\n' "$*"; }
@@ -64,6 +64,8 @@ check_system() {
 	# the fuzz-smoke step of make test builds libFuzzer harnesses with clang
 	command -v clang >/dev/null 2>&1 || { say "missing: clang"; ok=1; }
 	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || { say "missing: libclang-rt-14-dev"; ok=1; }
+	# make test runs unit tests and a few mounts under valgrind memcheck
+	command -v valgrind >/dev/null 2>&1 || { say "missing: valgrind"; ok=1; }
 	return $ok
 }
 

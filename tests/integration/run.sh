@@ -1,9 +1,12 @@
 #!/bin/bash
 # run.sh BIN — the integration tests: real FUSE mounts of BIN over a local S3 server.
 #
-# Runs the whole suite with FEEDFS_BIN=BIN. When FEEDFS_SAN_BIN names an executable
-# (the ASan/UBSan build), runs the tests marked `san` again with it; any sanitizer
-# report fails the run. Exit status is non-zero on any failure, including "no tests ran".
+# Runs the whole suite with FEEDFS_BIN=BIN, then, each when asked:
+#   FEEDFS_SAN_BIN=B    the tests marked `san` with B, the ASan/UBSan build
+#   FEEDFS_TSAN_BIN=B   the tests marked `tsan` with B, the ThreadSanitizer build
+#   FEEDFS_VALGRIND=1   the tests marked `vg` with BIN under valgrind memcheck
+# Any report of those tools fails the run. Exit status is non-zero on any
+# failure, including "no tests ran".
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,27 +36,61 @@ run_pytest() {
 status=0
 FEEDFS_BIN=$bin run_pytest "feedfs $bin" tests/integration || status=1
 
-san=${FEEDFS_SAN_BIN:-}
-if [ -n "$san" ]; then
-	if [ ! -x "$san" ]; then
-		echo "run.sh: FEEDFS_SAN_BIN=$san is not an executable" >&2
-		status=1
-	else
-		san=$(readlink -f "$san")
-		logdir=$(mktemp -d /tmp/feedfs-san.XXXXXX)
-		export FEEDFS_SAN_LOG_DIR=$logdir
-		export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$logdir/asan"
-		export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logdir/ubsan"
-		export LSAN_OPTIONS="log_path=$logdir/lsan"
-		FEEDFS_BIN=$san run_pytest "sanitizers $san" -m san tests/integration || status=1
-		reports=$(find "$logdir" -type f -size +0 2>/dev/null)
-		if [ -n "$reports" ]; then
-			echo "run.sh: sanitizer reports:" >&2
-			for r in $reports; do echo "--- $r" >&2; head -c 20000 "$r" >&2; done
-			status=1
-		fi
-		rm -rf "$logdir"
+# extra_pass NAME MARKER BIN: the tests marked MARKER again, with BIN. Every
+# report file the tool leaves in $FEEDFS_SAN_LOG_DIR fails the pass (conftest
+# also fails the test that caused it). The caller exports the tool's options.
+extra_pass() {
+	local name=$1 marker=$2 b=$3 reports rc=0
+	if [ ! -x "$b" ]; then
+		echo "run.sh: $name binary $b is not an executable" >&2
+		return 1
 	fi
+	FEEDFS_BIN=$(readlink -f "$b") run_pytest "$name $b" -m "$marker" tests/integration || rc=1
+	reports=$(find "$FEEDFS_SAN_LOG_DIR" -type f -size +0 2>/dev/null)
+	if [ -n "$reports" ]; then
+		echo "run.sh: $name reports:" >&2
+		for r in $reports; do echo "--- $r" >&2; head -c 20000 "$r" >&2; done
+		rc=1
+	fi
+	return $rc
+}
+
+new_logdir() {
+	rm -rf "${FEEDFS_SAN_LOG_DIR:-/nonexistent}"
+	FEEDFS_SAN_LOG_DIR=$(mktemp -d /tmp/feedfs-san.XXXXXX)
+	export FEEDFS_SAN_LOG_DIR
+}
+trap 'rm -rf "${FEEDFS_SAN_LOG_DIR:-/nonexistent}"' EXIT
+
+# ASan + UBSan: the `san` tests
+if [ -n "${FEEDFS_SAN_BIN:-}" ]; then
+	new_logdir
+	(
+		export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:log_path=$FEEDFS_SAN_LOG_DIR/asan"
+		export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$FEEDFS_SAN_LOG_DIR/ubsan"
+		export LSAN_OPTIONS="log_path=$FEEDFS_SAN_LOG_DIR/lsan"
+		extra_pass sanitizers san "$FEEDFS_SAN_BIN"
+	) || status=1
+fi
+
+# ThreadSanitizer: the `tsan` tests (concurrent readers of one daemon)
+if [ -n "${FEEDFS_TSAN_BIN:-}" ]; then
+	new_logdir
+	(
+		export TSAN_OPTIONS="second_deadlock_stack=1:log_path=$FEEDFS_SAN_LOG_DIR/tsan"
+		extra_pass tsan tsan "$FEEDFS_TSAN_BIN"
+	) || status=1
+fi
+
+# valgrind memcheck of the plain binary: the `vg` tests. No error, no definite
+# leak; -q keeps the log of a clean daemon empty.
+if [ "${FEEDFS_VALGRIND:-0}" = 1 ]; then
+	command -v valgrind >/dev/null 2>&1 || { echo "run.sh: valgrind is not installed" >&2; exit 1; }
+	new_logdir
+	(
+		export FEEDFS_WRAP="valgrind -q --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --log-file=$FEEDFS_SAN_LOG_DIR/valgrind.%p"
+		extra_pass valgrind vg "$bin"
+	) || status=1
 fi
 
 [ $status -eq 0 ] && echo "== integration: all passed" || echo "== integration: FAILED" >&2

@@ -181,6 +181,7 @@ def test_kill_9_then_restart_keeps_a_valid_cache(mount, bucket, proxy, tmp_path)
         assert "recovered after a crash" in f.read()
 
 
+@pytest.mark.tsan
 def test_concurrent_readers_of_one_block_make_one_get(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
     m = mount(bucket, "", "--cache-dir", cdir, "--cache-size", "64M",  # 4 MiB blocks

@@ -23,6 +23,7 @@ def name(e):
     return errno.errorcode.get(e, str(e)) if e else "success"
 
 
+@pytest.mark.vg
 @pytest.mark.san
 def test_enoent(m):
     assert name(err_of(os.stat, m.p("no-such-file"))) == "ENOENT"

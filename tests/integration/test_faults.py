@@ -417,3 +417,61 @@ def test_cache_on_a_full_disk(mount, feedfs_bin, s3server, fdata, tmp_path):
             assert not unmount(mnt, pids)
     finally:
         subprocess.run(["umount", "-l", fs], capture_output=True)
+
+
+def _bind_ro(path):
+    """Makes path a read-only bind mount of itself; skips when the kernel refuses."""
+    import subprocess
+    for argv in (["mount", "--bind", path, path], ["mount", "-o", "remount,bind,ro", path, path]):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", path], capture_output=True)
+            pytest.skip("%s: %s" % (" ".join(argv), r.stderr.strip()))
+
+
+def test_read_only_cache_dir_fails_at_mount_with_one_line(feedfs_bin, s3server, fdata, tmp_path):
+    """Root ignores file modes, so a read-only bind mount stands for a cache
+    disk that is read-only: the mount is refused with one line naming it."""
+    import subprocess
+    from conftest import run_feedfs
+    bucket, _ = fdata
+    cdir = str(tmp_path / "cache")
+    os.mkdir(cdir, 0o700)
+    _bind_ro(cdir)
+    try:
+        mnt = str(tmp_path / "mnt")
+        os.mkdir(mnt)
+        cp, secs = run_feedfs(feedfs_bin, "s3://" + bucket, mnt, ARGS + ["--cache-dir", cdir],
+                              endpoint=s3server.url, log=str(tmp_path / "ro.log"))
+        err = cp.stderr.decode(errors="replace").strip()
+        assert cp.returncode == 1, (cp.returncode, err)
+        assert len(err.splitlines()) == 1 and cdir in err and "Read-only file system" in err, err
+        assert secs < 10
+    finally:
+        subprocess.run(["umount", "-l", cdir], capture_output=True)
+
+
+def test_cache_dir_made_read_only_while_mounted(mount, fdata, tmp_path):
+    """The cache dir turns read-only under a running daemon: reads stay right,
+    unmount is clean, and the cache is usable again once writable."""
+    import subprocess
+    from conftest import unmount
+    bucket, data = fdata
+    cdir = str(tmp_path / "cache")
+    cargs = ARGS + ["--cache-dir", cdir, "--cache-size", "64M", "--block-size", "1M"]
+    m = mount(bucket, "", *cargs)
+    for k, _ in SMALL[:6]:
+        assert open(m.p(k), "rb").read() == data[k]
+    _bind_ro(cdir)
+    try:
+        drop_page_cache()
+        for k, _ in SMALL:
+            assert open(m.p(k), "rb").read() == data[k], k
+        assert sha256(read_range(m.p(BIG[0]), 0, BIG[1])) == sha256(data[BIG[0]])
+        assert not unmount(m.path, m.pids)
+    finally:
+        subprocess.run(["umount", "-l", cdir], capture_output=True)
+    m2 = mount(bucket, "", *cargs)
+    drop_page_cache()
+    for k, _ in SMALL:
+        assert open(m2.p(k), "rb").read() == data[k], k

@@ -37,6 +37,7 @@ def test_random_preads_big(edge, edge_mount):
         assert os.pread(fd, 100, size + 12345) == b""
 
 
+@pytest.mark.vg
 @pytest.mark.san
 def test_random_preads_small(edge, edge_mount):
     rnd = random.Random(99)
@@ -85,6 +86,7 @@ def test_mmap_small_and_big(edge, edge_mount):
             assert m[off:off + n] == src.read(n), (off, n)
 
 
+@pytest.mark.tsan
 @pytest.mark.san
 def test_concurrent_readers(edge, edge_sha, edge_mount):
     """16 threads over a mix of small files, the same files, and the big one."""
@@ -124,6 +126,7 @@ def test_concurrent_readers(edge, edge_sha, edge_mount):
     assert not errors, errors[:10]
 
 
+@pytest.mark.tsan
 def test_same_fd_parallel_preads(edge, edge_mount):
     """Several threads pread one descriptor at different offsets."""
     size = os.path.getsize(edge.big_path)

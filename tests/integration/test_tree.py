@@ -26,6 +26,7 @@ def file_sha(path, bufsize=1 << 20):
     return h.hexdigest()
 
 
+@pytest.mark.vg
 @pytest.mark.san
 def test_walk_matches_bucket(edge, edge_mount):
     want, hidden = expected_tree(edge.listing)
