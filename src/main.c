@@ -25,6 +25,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "feedfs/ahead.h"
 #include "feedfs/cache.h"
 #include "feedfs/creds.h"
 #include "feedfs/fs.h"
@@ -584,6 +585,7 @@ struct running {
 	struct cache *cache;
 	struct cache_warm *warm;
 	struct rd_budget *budget;
+	struct rd_ahead *ahead;
 	struct fs *fs;
 	struct fuse_session *se;
 	int mounted, handlers;
@@ -622,6 +624,17 @@ static void log_io_stats(struct running *r)
 			 (unsigned long long)c.write_skipped, (unsigned long long)c.slots_used,
 			 (unsigned long long)c.slots);
 	}
+	if (r->ahead) {
+		struct rd_ahead_stats a;
+
+		rd_ahead_get_stats(r->ahead, &a);
+		log_info("ahead", "files wanted %llu, fetched %llu, served %llu (joined in flight "
+			 "%llu), dropped unused %llu, failed %llu, skipped %llu",
+			 (unsigned long long)a.wanted, (unsigned long long)a.issued,
+			 (unsigned long long)(a.hits + a.joined), (unsigned long long)a.joined,
+			 (unsigned long long)a.dropped, (unsigned long long)a.failed,
+			 (unsigned long long)a.skipped);
+	}
 }
 
 static void teardown(struct running *r)
@@ -643,6 +656,7 @@ static void teardown(struct running *r)
 		fs_destroy(r->fs);
 	}
 	log_io_stats(r);
+	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
 	if (r->cache)
 		cache_destroy(r->cache);
 	if (r->s3)
@@ -813,6 +827,25 @@ static int run(struct options *o, int notify_fd)
 		}
 	}
 	rcfg.max_window = 64 * MIB < o->max_memory / 4 ? 64 * MIB : o->max_memory / 4;
+	{
+		/* Readahead across files sits on top: it wraps whatever the read
+		 * path fetches through (the cache, or S3), so prefetched files are
+		 * cached on disk too. Objects up to one part are fetched whole. */
+		struct rd_ahead_config acfg;
+
+		memset(&acfg, 0, sizeof(acfg));
+		acfg.fetch = rcfg.fetch;
+		acfg.fetch_sized = rcfg.fetch_sized;
+		acfg.fetch_arg = rcfg.fetch_arg;
+		acfg.budget = r.budget;
+		acfg.max_file_size = o->part_size;
+		e = rd_ahead_new(&acfg, &r.ahead);
+		if (e < 0)
+			return fail(notify_fd, &r, "out of memory");
+		rcfg.fetch = NULL;
+		rcfg.fetch_sized = rd_ahead_fetch_sized;
+		rcfg.fetch_arg = r.ahead;
+	}
 
 	memset(&fopts, 0, sizeof(fopts));
 	fopts.prefix = o->prefix;
@@ -822,6 +855,7 @@ static int run(struct options *o, int notify_fd)
 	fopts.dir_mode = o->dir_mode;
 	fopts.metadata_ttl_ms = o->metadata_ttl_ms;
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
+	fopts.ahead = r.ahead;
 	r.fs = fs_new(&fopts, r.s3, &rcfg);
 	if (!r.fs)
 		return fail(notify_fd, &r, "out of memory");

@@ -15,6 +15,7 @@
 
 struct s3_client;
 struct rd_config;
+struct rd_ahead;
 struct fuse_lowlevel_ops;
 
 struct fs_options {
@@ -25,6 +26,8 @@ struct fs_options {
 	mode_t dir_mode;             /* e.g. 0555 */
 	int64_t metadata_ttl_ms;     /* kernel attr/entry timeouts + listing cache */
 	int64_t negative_ttl_ms;     /* kernel negative entry timeout + negative cache */
+	struct rd_ahead *ahead;      /* readahead across files, or NULL: opens that follow
+				      * a directory's listing order want the next files */
 };
 
 struct fs;

@@ -628,6 +628,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = keep;
 	open_files_add(fs, f);
+	fs_order_opened(fs, ino);
 	return 0;
 }
 

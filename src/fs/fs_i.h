@@ -36,6 +36,15 @@ struct fs_stats {                   /* relaxed atomics */
 /* Memory bound of the listing cache (entries evicted oldest first). */
 #define FS_LCACHE_MAX_BYTES (64u << 20)
 
+/* Listing-order detector state of one directory (order.c), under fs->lock. */
+#define FS_ORDER_DIRS 64
+struct fs_order_dir {
+	uint64_t hash;                  /* of the directory's path; 0: free */
+	long top;                       /* furthest listing index opened */
+	long wanted;                    /* furthest index handed to the ahead module */
+	unsigned streak;                /* opens in a row near top */
+};
+
 /* One open handle (fi->fh). */
 struct fs_file {
 	struct rd_file *rd;
@@ -65,12 +74,17 @@ struct fs {
 	/* Open handles, so that an unmount with files still open (the kernel
 	 * sends no release then) closes them before the budget goes away. */
 	struct fs_file open_files;
+	struct fs_order_dir order[FS_ORDER_DIRS];
 
 	struct fs_stats stats;
 };
 
 #define FS_STAT_INC(fs, field) __atomic_add_fetch(&(fs)->stats.field, 1, __ATOMIC_RELAXED)
 #define FS_STAT_ADD(fs, field, n) __atomic_add_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
+
+/* order.c: a file was opened; when the opens of its directory follow the
+ * listing order, want the next files from fs->opts.ahead. Takes fs->lock. */
+void fs_order_opened(struct fs *fs, fuse_ino_t ino);
 
 /* fs.c, for dir.c (caller holds fs->lock where noted) */
 /* "path/name" or "name" under the root; malloc'd, *len set. NULL: -ENOMEM. */

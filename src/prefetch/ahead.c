@@ -1,0 +1,472 @@
+/*
+ * ahead.c — readahead across files (design and contract in feedfs/ahead.h).
+ *
+ * An entry is in the table from rd_ahead_want until it is claimed (a request
+ * took its bytes), fails, or is dropped; its buffer is charged to the budget
+ * for exactly that long (plus the copy of a claim). Claims of a finished entry
+ * are queued to the answer thread; claims of an entry in flight wait on it and
+ * are answered by the GET's completion.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feedfs/ahead.h"
+#include "feedfs/log.h"
+#include "feedfs/util.h"
+#include "prefetch_i.h"
+
+#define TAG "ahead"
+#define AH_BUCKETS 1024u
+#define AH_DEFAULT_FILE_MAX (8ull << 20)
+#define AH_DEFAULT_INFLIGHT 16u
+#define AH_DEFAULT_HOLD_MS 10000
+#define AH_TICK_MS 1000         /* the answer thread also expires entries this often */
+
+enum ah_state { AH_INFLIGHT, AH_DONE };
+
+/* A request waiting for an entry's bytes. */
+struct ah_claim {
+	struct ah_claim *next;
+	void *buf;
+	uint64_t off;
+	size_t len;
+	rd_fetch_done_fn done;
+	void *done_arg;
+	struct ah_ent *ent;     /* for a queued answer: the (unlinked) entry to copy from */
+};
+
+struct ah_ent {
+	struct rd_ahead *a;
+	struct ah_ent *hnext;               /* hash chain */
+	struct ah_ent *prev, *next;         /* age list, oldest first */
+	char *key;                          /* key_len bytes, then the etag, NUL-terminated */
+	size_t key_len;
+	const char *etag;
+	uint64_t size;
+	unsigned char *buf;
+	enum ah_state state;
+	int64_t done_ms;
+	struct ah_claim *claims;            /* joined while in flight */
+	int linked;                         /* in the table and the age list */
+};
+
+struct rd_ahead {
+	struct rd_ahead_config cfg;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;                /* answer queue, in-flight count, stop */
+	struct ah_ent *tab[AH_BUCKETS];
+	struct ah_ent age;                  /* sentinel */
+	uint64_t bytes;                     /* held + in flight (all charged) */
+	unsigned inflight;
+	struct ah_claim *q_head, *q_tail;   /* answers for the answer thread */
+	int stop;
+	pthread_t thread;
+	struct rd_budget_client bc;
+	struct rd_ahead_stats st;
+};
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	while (n--)
+		h = (h ^ *c++) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t ent_hash(const char *key, size_t key_len, const char *etag)
+{
+	return fnv1a(fnv1a(0xcbf29ce484222325ull, key, key_len), etag, strlen(etag));
+}
+
+static struct ah_ent **bucket(struct rd_ahead *a, uint64_t h)
+{
+	return &a->tab[h & (AH_BUCKETS - 1)];
+}
+
+static struct ah_ent *ent_find(struct rd_ahead *a, const char *key, size_t key_len,
+			       const char *etag)
+{
+	for (struct ah_ent *e = *bucket(a, ent_hash(key, key_len, etag)); e; e = e->hnext)
+		if (e->key_len == key_len && memcmp(e->key, key, key_len) == 0 &&
+		    strcmp(e->etag, etag) == 0)
+			return e;
+	return NULL;
+}
+
+static void ent_link(struct rd_ahead *a, struct ah_ent *e)
+{
+	struct ah_ent **b = bucket(a, ent_hash(e->key, e->key_len, e->etag));
+
+	e->hnext = *b;
+	*b = e;
+	e->next = &a->age;
+	e->prev = a->age.prev;
+	a->age.prev->next = e;
+	a->age.prev = e;
+	e->linked = 1;
+}
+
+static void ent_unlink(struct rd_ahead *a, struct ah_ent *e)
+{
+	struct ah_ent **p = bucket(a, ent_hash(e->key, e->key_len, e->etag));
+
+	while (*p != e)
+		p = &(*p)->hnext;
+	*p = e->hnext;
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+	e->prev = e->next = e->hnext = NULL;
+	e->linked = 0;
+}
+
+/* Frees an unlinked entry; returns the bytes to uncharge. Caller holds a->mu. */
+static uint64_t ent_free_locked(struct rd_ahead *a, struct ah_ent *e)
+{
+	uint64_t n = e->size;
+
+	BUG_ON(e->linked || a->bytes < n);
+	a->bytes -= n;
+	free(e->buf);
+	free(e->key);
+	free(e);
+	return n;
+}
+
+/* Drop finished entries nobody claimed: those older than hold_ms, or (need > 0)
+ * the oldest until need bytes are freed. Returns the bytes freed (not given). */
+static uint64_t drop_idle_locked(struct rd_ahead *a, int64_t now_ms, uint64_t need)
+{
+	uint64_t freed = 0;
+	struct ah_ent *e, *n;
+
+	for (e = a->age.next; e != &a->age; e = n) {
+		n = e->next;
+		if (e->state != AH_DONE)
+			continue;
+		if (need ? freed >= need : now_ms - e->done_ms < a->cfg.hold_ms)
+			continue;
+		ent_unlink(a, e);
+		freed += ent_free_locked(a, e);
+		a->st.dropped++;
+	}
+	return freed;
+}
+
+static uint64_t ahead_reclaim(struct rd_budget_client *c, uint64_t need)
+{
+	struct rd_ahead *a = (struct rd_ahead *)((char *)c - offsetof(struct rd_ahead, bc));
+	uint64_t freed;
+
+	if (pthread_mutex_trylock(&a->mu) != 0)
+		return 0;
+	freed = drop_idle_locked(a, 0, need);
+	pthread_mutex_unlock(&a->mu);
+	return freed;
+}
+
+/* Copy the claimed range out of a finished entry. */
+static ssize_t claim_copy(const struct ah_claim *c, const struct ah_ent *e)
+{
+	memcpy(c->buf, e->buf + c->off, c->len);
+	return (ssize_t)c->len;
+}
+
+/* The answer thread: claims of finished entries (copy, done, free), and the
+ * periodic expiry of entries nobody asked for. */
+static void *answer_main(void *arg)
+{
+	struct rd_ahead *a = arg;
+
+	pthread_setname_np(pthread_self(), "feedfs-ahead");
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		struct ah_claim *c = a->q_head;
+		uint64_t freed;
+
+		if (!c) {
+			if (a->stop)
+				break;
+			freed = drop_idle_locked(a, util_now_ms(), 0);
+			if (freed) {
+				pthread_mutex_unlock(&a->mu);
+				rd_budget_give(a->cfg.budget, freed);
+				pthread_mutex_lock(&a->mu);
+				continue;
+			}
+			util_cond_wait_ms(&a->cond, &a->mu, AH_TICK_MS);
+			continue;
+		}
+		a->q_head = c->next;
+		if (!a->q_head)
+			a->q_tail = NULL;
+		pthread_mutex_unlock(&a->mu);
+
+		c->done(c->done_arg, claim_copy(c, c->ent));
+		pthread_mutex_lock(&a->mu);
+		freed = ent_free_locked(a, c->ent);
+		pthread_mutex_unlock(&a->mu);
+		rd_budget_give(a->cfg.budget, freed);
+		free(c);
+		pthread_mutex_lock(&a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+int rd_ahead_new(const struct rd_ahead_config *cfg, struct rd_ahead **out)
+{
+	struct rd_ahead *a;
+
+	if ((!cfg->fetch && !cfg->fetch_sized) || !cfg->budget)
+		return -EINVAL;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->cfg = *cfg;
+	if (!a->cfg.max_bytes)
+		a->cfg.max_bytes = rd_budget_max(cfg->budget) / 4;
+	if (!a->cfg.max_file_size)
+		a->cfg.max_file_size = AH_DEFAULT_FILE_MAX;
+	if (!a->cfg.max_inflight)
+		a->cfg.max_inflight = AH_DEFAULT_INFLIGHT;
+	if (!a->cfg.hold_ms)
+		a->cfg.hold_ms = AH_DEFAULT_HOLD_MS;
+	a->age.prev = a->age.next = &a->age;
+	pthread_mutex_init(&a->mu, NULL);
+	util_cond_init_monotonic(&a->cond);
+	if (pthread_create(&a->thread, NULL, answer_main, a) != 0) {
+		pthread_cond_destroy(&a->cond);
+		pthread_mutex_destroy(&a->mu);
+		free(a);
+		return -ENOMEM;
+	}
+	a->bc.reclaim = ahead_reclaim;
+	rd_budget_register(a->cfg.budget, &a->bc);
+	*out = a;
+	return 0;
+}
+
+void rd_ahead_destroy(struct rd_ahead *a)
+{
+	uint64_t freed;
+
+	if (!a)
+		return;
+	rd_budget_unregister(a->cfg.budget, &a->bc);
+	pthread_mutex_lock(&a->mu);
+	while (a->inflight)
+		pthread_cond_wait(&a->cond, &a->mu);
+	a->stop = 1;
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->mu);
+	pthread_join(a->thread, NULL);      /* answers every queued claim first */
+	pthread_mutex_lock(&a->mu);
+	freed = drop_idle_locked(a, 0, UINT64_MAX);
+	BUG_ON(a->bytes != 0 || a->age.next != &a->age);
+	pthread_mutex_unlock(&a->mu);
+	rd_budget_give(a->cfg.budget, freed);
+	pthread_cond_destroy(&a->cond);
+	pthread_mutex_destroy(&a->mu);
+	free(a);
+}
+
+/* Completion of an entry's GET, on the fetcher's thread. */
+static void ent_done(void *arg, ssize_t result)
+{
+	struct ah_ent *e = arg;
+	struct rd_ahead *a = e->a;
+	struct ah_claim *claims;
+	uint64_t freed = 0;
+	int ok = result == (ssize_t)e->size;
+
+	pthread_mutex_lock(&a->mu);
+	BUG_ON(e->state != AH_INFLIGHT || a->inflight == 0);
+	e->state = AH_DONE;
+	e->done_ms = util_now_ms();
+	claims = e->claims;
+	e->claims = NULL;
+	if (!ok) {
+		a->st.failed++;
+		log_debug(TAG, "prefetch of %.*s failed: %s", (int)e->key_len, e->key,
+			  strerror(result < 0 ? (int)-result : EIO));
+	}
+	if (ok && !claims) {
+		/* Held for a later claim. From the unlock on, a claim or a drop may
+		 * free e, and once inflight is 0 rd_ahead_destroy may free a (and
+		 * its caller the budget): nothing is touched after the unlock. */
+		rd_budget_notify(a->cfg.budget);    /* reclaimable now */
+		a->inflight--;
+		pthread_cond_broadcast(&a->cond);   /* destroy waits for inflight == 0 */
+		pthread_mutex_unlock(&a->mu);
+		return;
+	}
+	ent_unlink(a, e);           /* failed, or claimed: nobody else can find it now */
+	pthread_mutex_unlock(&a->mu);
+
+	/* Answer the joined requests outside the lock (their done takes file locks). */
+	while (claims) {
+		struct ah_claim *c = claims;
+
+		claims = c->next;
+		c->done(c->done_arg, ok ? claim_copy(c, e) : result < 0 ? result : -EIO);
+		free(c);
+	}
+
+	pthread_mutex_lock(&a->mu);
+	freed = ent_free_locked(a, e);
+	rd_budget_give(a->cfg.budget, freed);  /* before inflight drops: see above */
+	a->inflight--;
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->mu);
+}
+
+static int inner_fetch(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
+		       uint64_t obj_size, uint64_t off, size_t len, void *buf,
+		       rd_fetch_done_fn done, void *done_arg)
+{
+	if (a->cfg.fetch_sized)
+		return a->cfg.fetch_sized(a->cfg.fetch_arg, key, key_len, etag, obj_size, off, len,
+					  buf, done, done_arg);
+	return a->cfg.fetch(a->cfg.fetch_arg, key, key_len, etag, off, len, buf, done, done_arg);
+}
+
+int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
+		   uint64_t size)
+{
+	struct ah_ent *e;
+	size_t elen;
+	uint64_t freed;
+	int rc;
+
+	if (!etag || !etag[0] || size == 0 || size > a->cfg.max_file_size)
+		return 0;
+	elen = strlen(etag);
+	pthread_mutex_lock(&a->mu);
+	a->st.wanted++;
+	if (ent_find(a, key, key_len, etag)) {
+		pthread_mutex_unlock(&a->mu);
+		return 1;
+	}
+	freed = drop_idle_locked(a, util_now_ms(), 0);
+	if (a->inflight >= a->cfg.max_inflight || a->bytes + size > a->cfg.max_bytes ||
+	    rd_budget_take(a->cfg.budget, size, 0) < 0) {
+		a->st.skipped++;
+		pthread_mutex_unlock(&a->mu);
+		rd_budget_give(a->cfg.budget, freed);
+		return 0;
+	}
+	e = calloc(1, sizeof(*e));
+	if (e) {
+		e->key = malloc(key_len + 1 + elen + 1);
+		e->buf = malloc(size);
+	}
+	if (!e || !e->key || !e->buf) {
+		if (e) {
+			free(e->key);
+			free(e->buf);
+		}
+		free(e);
+		pthread_mutex_unlock(&a->mu);
+		rd_budget_give(a->cfg.budget, freed + size);
+		return 0;
+	}
+	memcpy(e->key, key, key_len);
+	e->key[key_len] = '\0';
+	memcpy(e->key + key_len + 1, etag, elen + 1);
+	e->etag = e->key + key_len + 1;
+	e->key_len = key_len;
+	e->size = size;
+	e->a = a;
+	e->state = AH_INFLIGHT;
+	ent_link(a, e);
+	a->bytes += size;
+	a->inflight++;
+	a->st.issued++;
+	pthread_mutex_unlock(&a->mu);
+	rd_budget_give(a->cfg.budget, freed);
+
+	/* From here the entry belongs to its GET: ent_done may run (on the fetcher's
+	 * thread) before this call returns, so e is not touched after success. */
+	rc = inner_fetch(a, e->key, key_len, e->etag, size, 0, (size_t)size, e->buf, ent_done, e);
+	if (rc < 0) {
+		struct ah_claim *claims;
+
+		pthread_mutex_lock(&a->mu);
+		ent_unlink(a, e);
+		claims = e->claims;         /* reads that joined meanwhile get the error */
+		e->claims = NULL;
+		freed = ent_free_locked(a, e);
+		a->inflight--;
+		a->st.failed++;
+		pthread_cond_broadcast(&a->cond);
+		pthread_mutex_unlock(&a->mu);
+		rd_budget_give(a->cfg.budget, freed);
+		while (claims) {
+			struct ah_claim *c = claims;
+
+			claims = c->next;
+			c->done(c->done_arg, rc);
+			free(c);
+		}
+		return 0;
+	}
+	return 1;
+}
+
+int rd_ahead_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
+			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
+			 rd_fetch_done_fn done, void *done_arg)
+{
+	struct rd_ahead *a = fetch_arg;
+	struct ah_claim *c;
+	struct ah_ent *e;
+
+	if (!etag || !etag[0])
+		return inner_fetch(a, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_lock(&a->mu);
+	e = ent_find(a, key, key_len, etag);
+	if (!e || e->size != obj_size || off > e->size || len > e->size - off) {
+		pthread_mutex_unlock(&a->mu);
+		free(c);
+		return inner_fetch(a, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
+	}
+	c->buf = buf;
+	c->off = off;
+	c->len = len;
+	c->done = done;
+	c->done_arg = done_arg;
+	if (e->state == AH_INFLIGHT) {
+		c->next = e->claims;
+		e->claims = c;
+		a->st.joined++;
+	} else {
+		ent_unlink(a, e);           /* claimed: the answer thread copies and frees it */
+		c->ent = e;
+		if (a->q_tail)
+			a->q_tail->next = c;
+		else
+			a->q_head = c;
+		a->q_tail = c;
+		a->st.hits++;
+		pthread_cond_broadcast(&a->cond);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return 0;
+}
+
+uint64_t rd_ahead_max_file_size(const struct rd_ahead *a)
+{
+	return a->cfg.max_file_size;
+}
+
+void rd_ahead_get_stats(struct rd_ahead *a, struct rd_ahead_stats *out)
+{
+	pthread_mutex_lock(&a->mu);
+	*out = a->st;
+	pthread_mutex_unlock(&a->mu);
+}
