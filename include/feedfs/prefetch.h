@@ -92,6 +92,27 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
  * changed. Blocks until the bytes are there. May be called concurrently. */
 ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst);
 
+/*
+ * Zero-copy read: as rd_read, but when the bytes are all in finished segments
+ * already, iov[0..*niov) points into those segments and they are pinned (not
+ * freed, reclaimed or changed) until rd_unpin; otherwise the bytes are copied
+ * into dst (len bytes) and iov[0] points at dst. Returns as rd_read. iov must
+ * hold RD_PIN_MAX entries. Call rd_unpin once the bytes are used, without
+ * holding other rd_file locks; a pin is held for microseconds (one reply).
+ * rd_close waits for outstanding pins: the kernel may release the file while
+ * the thread that sent the reply is still to call rd_unpin.
+ */
+#define RD_PIN_MAX 8
+struct rd_seg;
+struct rd_pin {
+	struct rd_seg *seg[RD_PIN_MAX];
+	unsigned n;
+};
+struct iovec;
+ssize_t rd_read_iov(struct rd_file *f, uint64_t off, size_t len, char *dst,
+		    struct iovec *iov, unsigned *niov, struct rd_pin *pin);
+void rd_unpin(struct rd_file *f, struct rd_pin *pin);
+
 /* Waits for this file's GETs in flight, frees everything. No rd_read may be
  * running or start on f. */
 void rd_close(struct rd_file *f);

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -689,6 +690,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct fs *fs = req_fs(req);
 	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
 	char *buf = size ? read_buf_get(size) : NULL;
+	struct iovec iov[RD_PIN_MAX];
+	struct rd_pin pin;
+	unsigned niov = 0;
 	ssize_t r;
 
 	if (size && !buf) {
@@ -696,7 +700,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	FS_STAT_INC(fs, reads);
-	r = size ? rd_read(f->rd, (uint64_t)off, size, buf) : 0;
+	/* Bytes already fetched go to the kernel straight from the segment
+	 * buffers (one writev, no copy here); others are copied into buf. */
+	pin.n = 0;
+	r = size ? rd_read_iov(f->rd, (uint64_t)off, size, buf, iov, &niov, &pin) : 0;
 	if (r < 0) {
 		if (r == -ESTALE) {
 			struct fs_node *n;
@@ -712,8 +719,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				 (unsigned long long)ino);
 		}
 		fuse_reply_err(req, (int)-r);
+	} else if (niov) {
+		struct rd_file *rd = f->rd;     /* f may be released once the reply is out */
+
+		fuse_reply_iov(req, iov, (int)niov);
+		rd_unpin(rd, &pin);
 	} else {
-		fuse_reply_buf(req, buf, (size_t)r);
+		fuse_reply_buf(req, NULL, 0);
 	}
 }
 

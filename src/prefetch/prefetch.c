@@ -65,6 +65,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "feedfs/log.h"
 #include "prefetch_i.h"
@@ -108,6 +109,7 @@ struct rd_file {
 	pthread_cond_t cond;            /* broadcast on every completion */
 	struct rd_seg segs;             /* sentinel: segs.next is the lowest offset */
 	unsigned nsegs, inflight;
+	unsigned pinned;                /* rd_read_iov pins not yet rd_unpin'ed */
 	int stale;                      /* 0 or -ESTALE, sticky */
 	uint64_t tick;
 	/* Sequential detector and readahead chunk. */
@@ -529,23 +531,12 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	return f;
 }
 
-ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst)
+/* The read loop, after plan_read, with f->mu held: bytes [off, end) into dst. */
+static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *dst)
 {
-	uint64_t end, cur;
+	uint64_t cur;
 	int rc = 0;
 
-	if (off >= f->size || len == 0)
-		return 0;
-	len = min_u64(len, f->size - off);
-	end = off + len;
-
-	pthread_mutex_lock(&f->mu);
-	if (f->stale) {
-		pthread_mutex_unlock(&f->mu);
-		return f->stale;
-	}
-	if (f->size > f->part)
-		plan_read(f, off, end);
 	for (cur = off; cur < end && rc == 0; ) {
 		struct rd_seg *s = seg_find(f, cur);
 
@@ -572,8 +563,116 @@ ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst)
 	}
 	if (rc == 0)
 		drop_behind(f);
+	return rc < 0 ? rc : (ssize_t)(end - off);
+}
+
+ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst)
+{
+	ssize_t r;
+
+	if (off >= f->size || len == 0)
+		return 0;
+	len = min_u64(len, f->size - off);
+
+	pthread_mutex_lock(&f->mu);
+	if (f->stale) {
+		pthread_mutex_unlock(&f->mu);
+		return f->stale;
+	}
+	if (f->size > f->part)
+		plan_read(f, off, off + len);
+	r = read_locked(f, off, off + len, dst);
 	pthread_mutex_unlock(&f->mu);
-	return rc < 0 ? rc : (ssize_t)len;
+	return r;
+}
+
+static void unpin_locked(struct rd_file *f, struct rd_pin *pin)
+{
+	uint64_t freed = 0;
+
+	for (unsigned i = 0; i < pin->n; i++) {
+		struct rd_seg *s = pin->seg[i];
+
+		BUG_ON(s->waiters == 0);
+		s->waiters--;
+		freed += seg_put_locked(s);     /* dropped while pinned: last one frees */
+	}
+	if (pin->n) {
+		if (freed)
+			rd_budget_give(f->budget, freed);
+		else
+			rd_budget_notify(f->budget);    /* idle again: reclaimable */
+	}
+	pin->n = 0;
+}
+
+ssize_t rd_read_iov(struct rd_file *f, uint64_t off, size_t len, char *dst,
+		    struct iovec *iov, unsigned *niov, struct rd_pin *pin)
+{
+	uint64_t end, cur;
+	ssize_t r;
+
+	pin->n = 0;
+	*niov = 0;
+	if (off >= f->size || len == 0)
+		return 0;
+	len = min_u64(len, f->size - off);
+	end = off + len;
+
+	pthread_mutex_lock(&f->mu);
+	if (f->stale) {
+		pthread_mutex_unlock(&f->mu);
+		return f->stale;
+	}
+	if (f->size > f->part)
+		plan_read(f, off, end);
+	/* Everything already here: point at it, pinned, instead of copying. */
+	for (cur = off; cur < end; ) {
+		struct rd_seg *s = seg_find(f, cur);
+		uint64_t n;
+
+		if (!seg_holds(f, s, cur) || s->state != SEG_DONE || pin->n == RD_PIN_MAX)
+			break;
+		n = min_u64(seg_end(s), end) - cur;
+		iov[pin->n].iov_base = s->buf + (cur - s->off);
+		iov[pin->n].iov_len = n;
+		s->waiters++;
+		s->last_use = ++f->tick;
+		pin->seg[pin->n++] = s;
+		cur += n;
+	}
+	if (cur == end) {
+		*niov = pin->n;
+		if (pin->n)
+			f->pinned++;    /* rd_close waits for the unpin */
+		drop_behind(f);         /* pinned segments it drops are freed by the unpin */
+		r = (ssize_t)len;
+	} else {
+		/* Not all here (or too many pieces): the copying loop, which waits. */
+		unpin_locked(f, pin);
+		r = read_locked(f, off, end, dst);
+		if (r > 0) {
+			iov[0].iov_base = dst;
+			iov[0].iov_len = (size_t)r;
+			*niov = 1;
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+	return r;
+}
+
+void rd_unpin(struct rd_file *f, struct rd_pin *pin)
+{
+	if (!pin->n)
+		return;
+	pthread_mutex_lock(&f->mu);
+	unpin_locked(f, pin);
+	BUG_ON(f->pinned == 0);
+	/* The reply is out: the kernel may already have sent the release, and
+	 * rd_close waits for this. f is not touched after the unlock. */
+	if (--f->pinned == 0)
+		pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->mu);
 }
 
 void rd_close(struct rd_file *f)
@@ -585,8 +684,10 @@ void rd_close(struct rd_file *f)
 	pthread_mutex_lock(&f->mu);
 	rd_budget_give(f->budget, drop_all(f));
 	/* Detached GETs in flight still write into their buffers: wait for them
-	 * (seg_done frees each one, as nobody else refers to it). */
-	while (f->inflight)
+	 * (seg_done frees each one, as nobody else refers to it). A reply sent
+	 * from pinned segments may still be unpinning: the kernel can release the
+	 * file as soon as the reply is written. */
+	while (f->inflight || f->pinned)
 		pthread_cond_wait(&f->cond, &f->mu);
 	pthread_mutex_unlock(&f->mu);
 	pthread_cond_destroy(&f->cond);
