@@ -247,6 +247,15 @@ def targets(a, latency):
                             "%s %s" % (fmt(v), unit) if v is not None else "–",
                             "%s %s (local, page cache dropped)" % (fmt(lv), unit) if lv is not None else "–",
                             "%.0f%%" % (r * 100) if r is not None else "–", verdict(None if r is None else r >= need)])
+            # warm random 4 KiB: the replayed offsets, so both sides may hit the page cache
+            v = a.med("feedfs-cache", 4, "4KiB x1", "warm")
+            lv = a.med("local-disk", 4, "4KiB x1", "warm")
+            if v is not None and lv is not None:
+                r = v / lv if lv else None
+                out.append(["feedfs-cache W4 4KiB x1 warm (same offsets again) ≥ 50% of local disk warm",
+                            "%s IOPS" % fmt(v), "%s IOPS (local, same offsets again)" % fmt(lv),
+                            "%.0f%%" % (r * 100) if r is not None else "–",
+                            verdict(None if r is None else r >= 0.5)])
         v = a.med(F, 3, "walk+stat", "cold")
         bp = a.best_peer(3, "walk+stat", "cold")
         if v is not None or bp is not None:

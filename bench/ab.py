@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""bench/ab.py — two feedfs binaries side by side on the bench's 2 GiB object.
+
+    bench/ab.py OLD_BIN NEW_BIN [ROUNDS]
+
+For one change to the read path: alternates the two binaries ROUNDS times
+(default 3) over the same s3rver and data that `make bench` prepared
+(build/bench/data), and prints the median and range of
+  cold     a fresh mount, page cache dropped, `dd bs=1M` of the whole object;
+  disk     the same with --cache-dir over a cache filled beforehand, page cache
+           dropped (what the NVMe cache alone serves).
+Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks. Timing only; not a test. Needs root (drop_caches, mounts).
+"""
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DATA = os.path.join(ROOT, "build", "bench", "data")
+WORK = os.path.join(ROOT, "build", "bench", "ab")
+BUCKET, NAME = "large-2048m", "big.bin"
+MIB = 1 << 20
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def drop_caches():
+    subprocess.run(["sync"])
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def mount(binary, port, mnt, extra):
+    os.makedirs(mnt, exist_ok=True)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
+               AWS_EC2_METADATA_DISABLED="true", ALIBABA_CLOUD_ECS_METADATA_DISABLED="true")
+    subprocess.run([binary, "s3://" + BUCKET, mnt, "--endpoint-url", "http://127.0.0.1:%d" % port,
+                    "--force-path-style", "--region", "us-east-1", "--log-file",
+                    os.path.join(WORK, "feedfs.log")] + extra, env=env, check=True)
+
+
+def umount(mnt):
+    subprocess.run(["fusermount3", "-u", mnt], check=True)
+    time.sleep(0.5)
+
+
+def read_pass(path, samples):
+    """MB/s of a sequential 1 MiB read of path; checks the sampled blocks."""
+    got = {}
+    t0 = time.monotonic()
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            b = f.read(MIB)
+            if not b:
+                break
+            if n // MIB in samples:
+                got[n // MIB] = zlib.crc32(b)
+            n += len(b)
+    dt = time.monotonic() - t0
+    bad = [i for i, c in samples.items() if got.get(i) != c]
+    if bad:
+        raise SystemExit("WRONG BYTES in %s at MiB %s" % (path, bad[:4]))
+    return n / dt / 1e6
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    bins = {"old": os.path.abspath(sys.argv[1]), "new": os.path.abspath(sys.argv[2])}
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    man = json.load(open(os.path.join(DATA, "manifest-%s.json" % BUCKET)))
+    crcs = man["crc_mib"]                      # CRC32 of every MiB of the object
+    samples = {i: crcs[i] for i in range(0, len(crcs), max(1, len(crcs) // 16))}
+    os.makedirs(WORK, exist_ok=True)
+    s3rver = os.path.join(ROOT, "tests", "node_modules", ".bin", "s3rver")
+    port = free_port()
+    env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
+    srv = subprocess.Popen([s3rver, "-d", os.path.join(DATA, "s3rver"), "-a", "127.0.0.1", "-p", str(port),
+                            "--silent"], env=env, start_new_session=True)
+    try:
+        time.sleep(3)
+        mnt = os.path.join(WORK, "mnt")
+        cdir = os.path.join(WORK, "cache")
+        shutil.rmtree(cdir, ignore_errors=True)
+        cargs = ["--cache-dir", cdir, "--cache-size", "3G"]
+        mount(bins["old"], port, mnt, cargs)          # fill the cache once (same format for both)
+        read_pass(os.path.join(mnt, NAME), samples)
+        umount(mnt)
+        res = {(b, k): [] for b in bins for k in ("cold", "disk")}
+        for r in range(rounds):
+            for b in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                for kind, extra in (("cold", []), ("disk", cargs)):
+                    mount(bins[b], port, mnt, extra)
+                    drop_caches()
+                    v = read_pass(os.path.join(mnt, NAME), samples)
+                    umount(mnt)
+                    res[(b, kind)].append(v)
+                    print("round %d %-3s %-4s %7.1f MB/s" % (r + 1, b, kind, v), flush=True)
+        print("\nmedian (min-max) MB/s over %d rounds, %s vs %s:" % (rounds, bins["new"], bins["old"]))
+        for kind in ("cold", "disk"):
+            o, n = res[("old", kind)], res[("new", kind)]
+            print("  %-4s old %7.1f (%.0f-%.0f)  new %7.1f (%.0f-%.0f)  new/old %.2f" % (
+                kind, statistics.median(o), min(o), max(o), statistics.median(n), min(n), max(n),
+                statistics.median(n) / statistics.median(o)))
+    finally:
+        subprocess.run(["fusermount3", "-u", os.path.join(WORK, "mnt")], capture_output=True)
+        srv.terminate()
+
+
+if __name__ == "__main__":
+    main()
