@@ -313,7 +313,14 @@ def unmount(path, pids, timeout=UMOUNT_TIMEOUT_S):
     Returns a list of problems (empty when clean)."""
     problems = []
     if is_mounted(path):
-        r = subprocess.run(["fusermount3", "-u", path], capture_output=True, text=True)
+        # The kernel sends FUSE_RELEASE after close() returns, asynchronously;
+        # on a loaded machine the mount can still be busy for a moment after
+        # the test closed its last file. Busy for 3 s is a real problem.
+        for _ in range(15):
+            r = subprocess.run(["fusermount3", "-u", path], capture_output=True, text=True)
+            if r.returncode == 0 or "busy" not in r.stderr:
+                break
+            time.sleep(0.2)
         if r.returncode != 0:
             problems.append("fusermount3 -u failed: %s" % r.stderr.strip())
             subprocess.run(["fusermount3", "-uz", path], capture_output=True)
