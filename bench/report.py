@@ -398,7 +398,7 @@ def section(path):
     if m.get("partial"):
         s += "- **incomplete run**: the bench was stopped before it finished; cells hold what it measured\n"
     if m.get("skipped"):
-        s += "- skipped for MAX_MINUTES: %s\n" % "; ".join(m["skipped"])
+        s += "- skipped: %s\n" % "; ".join(m["skipped"])
     s += "\n#### Targets (feedfs with defaults, same run)\n\n"
     s += md_table(["target", "feedfs", "reference", "ratio", "verdict"], targets(a, lat > 0))
     misses = [t for t in targets(a, lat > 0) if "MISS" in t[-1]]
