@@ -33,13 +33,10 @@ struct fs_order_want {
 	long idx;
 };
 
+/* The directory's slot key; 0 marks a free slot. */
 static uint64_t path_hash(const char *p, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (n--)
-		h = (h ^ (unsigned char)*p++) * 0x100000001b3ull;
-	return h | 1;       /* 0 marks a free slot */
+	return fs_hash64(p, n, 0) | 1;
 }
 
 /* Under fs->lock: classify the open of `idx` in directory slot d; returns the
