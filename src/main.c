@@ -612,7 +612,7 @@ static void log_io_stats(struct running *r)
 		log_info("cache", "hits %llu, misses %llu, coalesced %llu, bypass %llu, "
 			 "inner fetches %llu, bytes from disk %llu, from s3 %llu, written %llu, "
 			 "checksum failures %llu, io errors %llu, evictions %llu, "
-			 "write skipped %llu, slots %llu/%llu",
+			 "write skipped %llu, pieces %llu, records %llu, cached mib %llu, pages %llu",
 			 (unsigned long long)c.hits, (unsigned long long)c.misses,
 			 (unsigned long long)c.coalesced, (unsigned long long)c.bypass,
 			 (unsigned long long)c.inner_fetches,
@@ -621,8 +621,9 @@ static void log_io_stats(struct running *r)
 			 (unsigned long long)c.bytes_written,
 			 (unsigned long long)c.checksum_failures,
 			 (unsigned long long)c.io_errors, (unsigned long long)c.evictions,
-			 (unsigned long long)c.write_skipped, (unsigned long long)c.slots_used,
-			 (unsigned long long)c.slots);
+			 (unsigned long long)c.write_skipped, (unsigned long long)c.pieces,
+			 (unsigned long long)c.blocks_used,
+			 (unsigned long long)(c.bytes_used / MIB), (unsigned long long)c.pages);
 	}
 	if (r->ahead) {
 		struct rd_ahead_stats a;
@@ -809,19 +810,21 @@ static int run(struct options *o, int notify_fd)
 			return fail(notify_fd, &r, msg);
 		}
 		/* Every GET of the read path goes through the cache, which knows the
-		 * object size and caches whole blocks: segments are aligned to them. */
+		 * object size and caches whole blocks: a stream's segments are aligned
+		 * to them, a random read's only to the cache's pieces. */
 		rcfg.fetch = NULL;
 		rcfg.fetch_sized = cache_rd_fetch_sized;
 		rcfg.fetch_arg = r.cache;
 		rcfg.align = o->block_size;
+		rcfg.random_align = CACHE_PIECE;
 		{
 			struct cache_stats cs;
 
 			cache_get_stats(r.cache, &cs);
-			log_info(TAG, "block cache %s: %llu blocks of %u KiB (%llu MiB), %llu in use%s%s",
-				 o->cache_dir, (unsigned long long)cs.slots, cs.block_size >> 10,
-				 (unsigned long long)(cs.slots * cs.block_size / MIB),
-				 (unsigned long long)cs.slots_used,
+			log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s",
+				 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
+				 (unsigned long long)(cs.pages * cs.block_size / MIB),
+				 (unsigned long long)cs.blocks_used,
 				 cs.direct_io ? ", O_DIRECT" : "",
 				 cs.recovered_unclean ? ", recovered after a crash" : "");
 		}

@@ -36,6 +36,7 @@
 #define CACHE_BLOCK_DEFAULT   (4u << 20)     /* why 4 MiB: docs/CACHE.md "Block size" */
 #define CACHE_BLOCK_MIN       (4u << 10)
 #define CACHE_BLOCK_MAX       (64u << 20)
+#define CACHE_PIECE           (128u << 10)   /* unit of a block read in part (random readers) */
 #define CACHE_MIN_SLOTS       4u
 #define CACHE_DISK_RESERVE_PCT 5u            /* always leave this much of the disk free */
 
@@ -62,10 +63,14 @@ struct cache_stats {
 	uint64_t bytes_written;     /* bytes written to the slab */
 	uint64_t checksum_failures; /* blocks whose CRC32C did not match on read */
 	uint64_t io_errors;         /* slab read/write errors (block refetched / dropped) */
-	uint64_t evictions;         /* valid blocks dropped to make room */
-	uint64_t write_skipped;     /* fetched blocks not cached (no free slot) */
-	uint64_t slots, slots_used; /* capacity and current fill, in blocks */
+	uint64_t evictions;         /* records dropped to make room */
+	uint64_t write_skipped;     /* fetched units not cached (every page pinned) */
+	uint64_t pieces;            /* piece units asked for (parts of blocks, random reads) */
+	uint64_t pages;             /* capacity, in pages of block_size */
+	uint64_t blocks_used;       /* records cached now (blocks and pieces) */
+	uint64_t bytes_used;        /* their bytes */
 	uint32_t block_size;
+	uint32_t piece_size;        /* == block_size when pieces are off */
 	int direct_io;              /* 1 when the slab is opened O_DIRECT */
 	int registered_buffers;     /* 1 when io buffers are registered with the ring */
 	int recovered_unclean;      /* 1 when this start followed a crash */

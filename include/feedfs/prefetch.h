@@ -14,7 +14,7 @@
  *    catches up with it, up to max_window; the window is cut into segments of
  *    at most part_size, fetched in parallel.
  *  - A random reader fetches only the bytes it asks for (rounded out to 64 KiB,
- *    or to cfg->align: the cache's block size when the cache is on), and its
+ *    or to cfg->random_align: the cache's piece size when the cache is on), and its
  *    window resets. Readahead chunks end on the same alignment.
  *  - Segments behind the reader are freed; on a seek, segments no longer wanted
  *    are dropped (a GET in flight finishes into its buffer, which is then freed).
@@ -75,6 +75,8 @@ struct rd_config {
 	uint64_t align;             /* segment alignment, a power of two: the cache's
 				     * block size, so blocks are fetched and cached
 				     * whole; 0: 64 KiB. part_size is rounded up to it. */
+	uint64_t random_align;      /* a random read's alignment (a power of two, at
+				     * most align): the cache's piece size; 0: align */
 };
 
 struct rd_file;

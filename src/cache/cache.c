@@ -64,7 +64,7 @@
 struct waiter {
 	struct creq *req;
 	char *dst;
-	uint32_t src_off;           /* offset inside the block */
+	uint32_t src_off;           /* offset inside the unit */
 	uint32_t n;
 	struct waiter *next;
 };
@@ -82,7 +82,9 @@ struct creq {
 	char *buf;
 	rd_fetch_done_fn done;
 	void *done_arg;
-	uint32_t nblocks, pending;
+	uint32_t nwaiters;          /* allocated: enough for every unit the request may touch */
+	uint32_t pending;
+	int barrier;                /* cache_sync */
 	int err;
 	struct creq *qnext;
 	struct waiter w[];
@@ -94,23 +96,33 @@ struct iobuf {
 	struct iobuf *next;
 };
 
+/* Io buffers of one size, and the bops waiting for one. */
+struct pool {
+	uint32_t size;
+	uint32_t n;
+	struct iobuf *free;
+	struct bop *wait, **wait_tail;
+};
+
 enum bop_kind { BOP_READ, BOP_FETCH, BOP_WRITE };
 
-/* One block operation; its address is the io_uring user_data. */
+/* One unit operation (a block, or a piece); its address is the io_uring user_data. */
 struct bop {
 	struct cache *c;
 	struct cksum_h128 id;
 	enum bop_kind kind;
 	int started;                /* has its buffer */
-	uint64_t blk;
-	uint32_t len;               /* block prefix this bop reads or fetches */
+	uint64_t start;             /* object offset of the unit */
+	uint32_t len;               /* unit prefix this bop reads or fetches */
 	uint32_t io_len, io_done;   /* bytes of the current slab I/O (aligned up) */
-	uint32_t slot;
+	uint32_t rec;               /* index record read or written; IDX_NONE */
+	uint64_t slab_off;
 	uint32_t data_crc;
 	ssize_t result;             /* inner fetch result */
 	char *key;
 	size_t key_len;
 	char *etag;
+	struct pool *pool;
 	struct iobuf *buf;
 	struct waiter *waiters;
 	struct bop *hnext;          /* in-flight table chain */
@@ -120,7 +132,7 @@ struct bop {
 struct cache_counters {
 	_Atomic uint64_t hits, misses, coalesced, bypass, inner_fetches, bytes_from_disk,
 		bytes_from_inner, bytes_written, checksum_failures, io_errors, evictions,
-		write_skipped, slots_used;
+		write_skipped, slots_used, bytes_used, pieces;
 };
 
 struct cache {
@@ -128,6 +140,7 @@ struct cache {
 	char *dir;
 	char *bucket;
 	uint32_t bs;
+	uint32_t piece;             /* piece size; == bs when pieces are off */
 	rd_fetch_fn inner;
 	void *inner_arg;
 	int dir_fd, lock_fd, slab_fd, efd;
@@ -135,7 +148,7 @@ struct cache {
 	pthread_t thread;
 	char *buf_mem;
 	size_t buf_mem_len;
-	uint32_t nbufs;
+	struct iobuf *bufs;
 
 	/* Locked part: hand-offs to the cache thread. Lock order: q.lock is a leaf. */
 	struct {
@@ -149,9 +162,7 @@ struct cache {
 	struct io_uring ring;
 	struct cache_index ix;
 	struct bop *inflight[INFLIGHT_BUCKETS];
-	struct iobuf *free_bufs;
-	struct iobuf *bufs;
-	struct bop *buf_wait, **buf_wait_tail;
+	struct pool big, small;
 	uint64_t live;              /* requests + bops not finished */
 	uint64_t writes;            /* BOP_WRITE in flight */
 	struct creq *barriers;      /* cache_sync callers waiting for writes == 0 */
@@ -162,6 +173,7 @@ struct cache {
 };
 
 #define CNT_ADD(c, f, v) atomic_fetch_add_explicit(&(c)->st.f, (v), memory_order_relaxed)
+#define CNT_SET(c, f, v) atomic_store_explicit(&(c)->st.f, (v), memory_order_relaxed)
 
 static void bop_run(struct bop *op);
 static void bop_fetch(struct bop *op);
@@ -256,7 +268,7 @@ static void table_del(struct cache *c, struct bop *op)
 	*pp = op->hnext;
 }
 
-/* A bop for this block that will hold at least `need` bytes of it. */
+/* A bop for this unit that will hold at least `need` bytes of it. */
 static struct bop *table_find(struct cache *c, struct cksum_h128 id, uint32_t need)
 {
 	for (struct bop *op = c->inflight[table_slot(id)]; op; op = op->hnext)
@@ -298,21 +310,21 @@ static void serve_all(struct bop *op, int err)
 	}
 }
 
-static void buf_put(struct cache *c, struct iobuf *b)
+static void buf_put(struct pool *pl, struct iobuf *b)
 {
-	struct bop *op = c->buf_wait;
+	struct bop *op = pl->wait;
 
 	if (op) {
-		c->buf_wait = op->qnext;
-		if (!c->buf_wait)
-			c->buf_wait_tail = &c->buf_wait;
+		pl->wait = op->qnext;
+		if (!pl->wait)
+			pl->wait_tail = &pl->wait;
 		op->buf = b;
 		op->started = 1;
 		bop_run(op);
 		return;
 	}
-	b->next = c->free_bufs;
-	c->free_bufs = b;
+	b->next = pl->free;
+	pl->free = b;
 }
 
 static void release_barriers(struct cache *c)
@@ -339,23 +351,24 @@ static void bop_end(struct bop *op)
 	table_del(c, op);
 	c->live--;
 	if (op->buf)
-		buf_put(c, op->buf);
+		buf_put(op->pool, op->buf);
 	free(op->key);
 	free(op->etag);
 	free(op);
 }
 
 static struct bop *bop_new(struct cache *c, struct creq *r, struct cksum_h128 id,
-			   uint64_t blk, enum bop_kind kind, uint32_t len, uint32_t slot)
+			   uint64_t start, enum bop_kind kind, uint32_t len, uint32_t rec)
 {
 	struct bop *op = xcalloc(1, sizeof(*op));
 
 	op->c = c;
 	op->id = id;
-	op->blk = blk;
+	op->start = start;
 	op->kind = kind;
 	op->len = len;
-	op->slot = slot;
+	op->rec = rec;
+	op->pool = len <= c->small.size ? &c->small : &c->big;
 	op->key = xmalloc(r->key_len ? r->key_len : 1);
 	memcpy(op->key, r->key, r->key_len);
 	op->key_len = r->key_len;
@@ -368,16 +381,16 @@ static struct bop *bop_new(struct cache *c, struct creq *r, struct cksum_h128 id
 /* Give the bop a buffer and run it, or queue it until a buffer is free. */
 static void bop_start(struct bop *op)
 {
-	struct cache *c = op->c;
-	struct iobuf *b = c->free_bufs;
+	struct pool *pl = op->pool;
+	struct iobuf *b = pl->free;
 
 	if (!b) {
 		op->qnext = NULL;
-		*c->buf_wait_tail = op;
-		c->buf_wait_tail = &op->qnext;
+		*pl->wait_tail = op;
+		pl->wait_tail = &op->qnext;
 		return;
 	}
-	c->free_bufs = b->next;
+	pl->free = b->next;
 	op->buf = b;
 	op->started = 1;
 	bop_run(op);
@@ -394,7 +407,7 @@ static void submit_slab_io(struct bop *op)
 	struct io_uring_sqe *sqe = get_sqe(c);
 	char *p = op->buf->p + op->io_done;
 	unsigned n = op->io_len - op->io_done;
-	uint64_t off = (uint64_t)op->slot * c->bs + op->io_done;
+	uint64_t off = op->slab_off + op->io_done;
 	int rd = op->kind == BOP_READ;
 
 	if (c->registered) {
@@ -434,7 +447,7 @@ static void bop_fetch(struct bop *op)
 	op->kind = BOP_FETCH;
 	CNT_ADD(c, inner_fetches, 1);
 	rc = c->inner(c->inner_arg, op->key, op->key_len, op->etag,
-		      op->blk * c->bs, op->len, op->buf->p, inner_done, op);
+		      op->start, op->len, op->buf->p, inner_done, op);
 	if (rc < 0) {
 		log_warn(TAG, "inner fetch not queued: %s", strerror(-rc));
 		serve_all(op, rc);
@@ -442,81 +455,84 @@ static void bop_fetch(struct bop *op)
 	}
 }
 
-/* The slot's data cannot be used: drop it and fetch the block instead. */
+static void publish_fill(struct cache *c)
+{
+	CNT_SET(c, slots_used, c->ix.used);
+	CNT_SET(c, bytes_used, c->ix.used_bytes);
+	CNT_SET(c, evictions, c->ix.evicted);
+}
+
+/* The record's data cannot be used: drop it and fetch the unit instead. */
 static void read_failed(struct bop *op)
 {
 	struct cache *c = op->c;
 
-	if (c->ix.flags[op->slot] & IDX_F_VALID) {
-		idx_remove(&c->ix, op->slot);
-		atomic_store_explicit(&c->st.slots_used, c->ix.used, memory_order_relaxed);
-	}
-	c->ix.flags[op->slot] = 0;
-	op->slot = IDX_NONE;
+	if (c->ix.flags[op->rec] & IDX_F_VALID)
+		idx_remove(&c->ix, op->rec);
+	idx_read_end(&c->ix, op->rec, 0);
+	publish_fill(c);
+	op->rec = IDX_NONE;
 	bop_fetch(op);
 }
 
 static void read_complete(struct bop *op)
 {
 	struct cache *c = op->c;
-	struct idx_rec *r = &c->ix.rec[op->slot];
+	struct idx_rec *r = &c->ix.rec[op->rec];
 	uint32_t crc = cksum_crc32c(0, op->buf->p, op->len);
 
 	if (crc != r->data_crc) {
 		CNT_ADD(c, checksum_failures, 1);
-		log_warn(TAG, "checksum mismatch in slot %u (block %llu): refetching",
-			 op->slot, (unsigned long long)op->blk);
+		log_warn(TAG, "checksum mismatch in record %u (object offset %llu): refetching",
+			 op->rec, (unsigned long long)op->start);
 		read_failed(op);
 		return;
 	}
 	CNT_ADD(c, hits, 1);
 	CNT_ADD(c, bytes_from_disk, op->len);
-	c->ix.flags[op->slot] = (c->ix.flags[op->slot] | IDX_F_REF) & ~IDX_F_BUSY;
+	idx_read_end(&c->ix, op->rec, 1);
 	serve_all(op, 0);
 	bop_end(op);
 }
 
-/* The fetched block is with its waiters; now keep it, behind their backs. */
+/* The fetched unit is with its waiters; now keep it, behind their backs. */
 static void start_write(struct bop *op)
 {
 	struct cache *c = op->c;
-	int evicted = 0;
-	uint32_t slot = idx_claim(&c->ix, &evicted);
+	uint32_t rec = idx_alloc(&c->ix, op->len, &op->slab_off);
 
-	if (slot == IDX_NONE) {
+	publish_fill(c);
+	if (rec == IDX_NONE) {
 		CNT_ADD(c, write_skipped, 1);
 		bop_end(op);
 		return;
 	}
-	if (evicted)
-		CNT_ADD(c, evictions, 1);
 	op->kind = BOP_WRITE;
 	c->writes++;
-	op->slot = slot;
+	op->rec = rec;
 	op->data_crc = cksum_crc32c(0, op->buf->p, op->len);
 	op->io_len = align_up(op->len);
 	op->io_done = 0;
-	/* Never leave stale memory in the slot's tail (O_DIRECT writes whole pages). */
+	/* Never leave stale memory in the record's tail (O_DIRECT writes whole pages). */
 	memset(op->buf->p + op->len, 0, op->io_len - op->len);
 	submit_slab_io(op);
 }
 
-static void write_complete(struct bop *op)
+static void write_complete(struct bop *op, int ok)
 {
 	struct cache *c = op->c;
-	uint32_t old = idx_lookup(&c->ix, op->id);
+	uint32_t old = ok ? idx_lookup(&c->ix, op->id) : IDX_NONE;
 
 	/* At most one record per identity: keep the longer prefix. */
 	if (old != IDX_NONE && (c->ix.flags[old] & IDX_F_BUSY || c->ix.rec[old].len >= op->len)) {
-		c->ix.flags[op->slot] = 0;
-	} else {
-		if (old != IDX_NONE)
-			idx_remove(&c->ix, old);
-		idx_insert(&c->ix, op->slot, op->id, op->data_crc, op->len);
-		c->ix.flags[op->slot] &= ~IDX_F_BUSY;
-		CNT_ADD(c, bytes_written, op->len);
+		ok = 0;
+	} else if (old != IDX_NONE) {
+		idx_remove(&c->ix, old);
 	}
-	atomic_store_explicit(&c->st.slots_used, c->ix.used, memory_order_relaxed);
+	idx_write_end(&c->ix, op->rec, op->slab_off, ok, op->id, op->data_crc, op->len);
+	if (ok)
+		CNT_ADD(c, bytes_written, op->len);
+	publish_fill(c);
 	bop_end(op);
 }
 
@@ -557,76 +573,121 @@ static void slab_cqe(struct bop *op, int res)
 	}
 	if (res <= 0) {
 		CNT_ADD(c, io_errors, 1);
-		log_err(TAG, "slab %s of slot %u: %s", op->kind == BOP_READ ? "read" : "write",
-			op->slot, res ? strerror(-res) : "unexpected end of file");
-		if (op->kind == BOP_READ) {
+		log_err(TAG, "slab %s at offset %llu: %s", op->kind == BOP_READ ? "read" : "write",
+			(unsigned long long)op->slab_off,
+			res ? strerror(-res) : "unexpected end of file");
+		if (op->kind == BOP_READ)
 			read_failed(op);
-		} else {
-			c->ix.flags[op->slot] = 0;
-			bop_end(op);
-		}
+		else
+			write_complete(op, 0);
 		return;
 	}
 	if (op->kind == BOP_READ)
 		read_complete(op);
 	else
-		write_complete(op);
+		write_complete(op, 1);
 }
 
-/* Split a new request into waiters on block operations. */
+/* Pieces have their own identities: the unit number with the top bit set. */
+#define PIECE_TAG (1ull << 63)
+
+/* Serve w (bytes [start + w->src_off, + w->n) of one unit) from a bop in flight,
+ * the slab, or a new inner fetch of want bytes from start. need: bytes of the
+ * unit the waiter needs, from its start. */
+static void attach(struct cache *c, struct creq *r, struct waiter *w, struct cksum_h128 id,
+		   uint64_t start, uint32_t want, uint32_t need, uint32_t rec)
+{
+	struct bop *op = table_find(c, id, need);
+
+	r->pending++;
+	if (op) {
+		CNT_ADD(c, coalesced, 1);
+		if (op->kind == BOP_WRITE) {
+			serve(op, w);
+		} else {
+			w->next = op->waiters;
+			op->waiters = w;
+		}
+		return;
+	}
+	if (rec == IDX_NONE)
+		rec = idx_lookup(&c->ix, id);
+	if (rec != IDX_NONE && !(c->ix.flags[rec] & IDX_F_BUSY) && c->ix.rec[rec].len >= need) {
+		idx_read_begin(&c->ix, rec);
+		op = bop_new(c, r, id, start, BOP_READ, c->ix.rec[rec].len, rec);
+		op->slab_off = idx_offset(&c->ix, rec);
+	} else {
+		op = bop_new(c, r, id, start, BOP_FETCH, want, IDX_NONE);
+	}
+	w->next = NULL;
+	op->waiters = w;
+	bop_start(op);
+}
+
+/*
+ * Split a new request into waiters on unit operations. A block the request
+ * covers whole (to EOF), or whose size is unknown, is one unit. A block it
+ * covers only in part is served from the block's record when one holds the
+ * bytes, else piece by piece: a random reader then fetches and caches pieces
+ * (c->piece bytes) instead of whole blocks.
+ */
 static void req_begin(struct cache *c, struct creq *r)
 {
-	uint64_t first = r->off / c->bs;
+	uint64_t first = r->off / c->bs, last = (r->off + r->len - 1) / c->bs;
+	uint32_t nw = 0;
 
 	c->live++;
-	if (r->nblocks == 0) {              /* cache_sync barrier */
+	if (r->barrier) {                   /* cache_sync barrier */
 		r->qnext = c->barriers;
 		c->barriers = r;
 		if (c->writes == 0)
 			release_barriers(c);
 		return;
 	}
-	r->pending = r->nblocks + 1;        /* +1: not done before the loop ends */
-	for (uint32_t i = 0; i < r->nblocks; i++) {
-		uint64_t blk = first + i, bstart = blk * c->bs;
+	r->pending = 1;                     /* not done before the loop ends */
+	for (uint64_t blk = first; blk <= last; blk++) {
+		uint64_t bstart = blk * c->bs, bend = bstart + c->bs;
 		uint64_t s = r->off > bstart ? r->off : bstart;
-		uint64_t e = r->off + r->len < bstart + c->bs ? r->off + r->len : bstart + c->bs;
-		struct waiter *w = &r->w[i];
+		uint64_t e = r->off + r->len < bend ? r->off + r->len : bend;
 		struct cksum_h128 id = cksum_h128_block(r->obj, blk);
-		uint32_t need = (uint32_t)(e - bstart), want = need;
-		struct bop *op;
-		uint32_t slot;
+		uint32_t need = (uint32_t)(e - bstart), want = need, rec;
 
-		w->req = r;
-		w->dst = r->buf + (s - r->off);
-		w->src_off = (uint32_t)(s - bstart);
-		w->n = (uint32_t)(e - s);
-		if (r->obj_size != SIZE_UNKNOWN)
-			want = r->obj_size - bstart < c->bs ? (uint32_t)(r->obj_size - bstart) : c->bs;
+		if (r->obj_size != SIZE_UNKNOWN) {
+			if (bend > r->obj_size)
+				bend = r->obj_size;
+			want = (uint32_t)(bend - bstart);
+		}
+		rec = idx_lookup(&c->ix, id);
+		if (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs || (s == bstart && e == bend) ||
+		    table_find(c, id, need) ||
+		    (rec != IDX_NONE && c->ix.rec[rec].len >= need)) {
+			struct waiter *w = &r->w[nw++];
 
-		op = table_find(c, id, need);
-		if (op) {
-			CNT_ADD(c, coalesced, 1);
-			if (op->kind == BOP_WRITE) {
-				serve(op, w);
-			} else {
-				w->next = op->waiters;
-				op->waiters = w;
-			}
+			w->req = r;
+			w->dst = r->buf + (s - r->off);
+			w->src_off = (uint32_t)(s - bstart);
+			w->n = (uint32_t)(e - s);
+			attach(c, r, w, id, bstart, want, need, rec);
 			continue;
 		}
-		slot = idx_lookup(&c->ix, id);
-		if (slot != IDX_NONE && !(c->ix.flags[slot] & IDX_F_BUSY) &&
-		    c->ix.rec[slot].len >= need) {
-			c->ix.flags[slot] |= IDX_F_BUSY;
-			op = bop_new(c, r, id, blk, BOP_READ, c->ix.rec[slot].len, slot);
-		} else {
-			op = bop_new(c, r, id, blk, BOP_FETCH, want, IDX_NONE);
+		for (uint64_t p = s / c->piece; p * c->piece < e; p++) {
+			uint64_t ps = p * c->piece, pe = ps + c->piece;
+			uint64_t ws = s > ps ? s : ps, we = e < pe ? e : pe;
+			struct waiter *w = &r->w[nw++];
+
+			if (pe > r->obj_size)
+				pe = r->obj_size;
+			BUG_ON(nw > r->nwaiters);
+			w->req = r;
+			w->dst = r->buf + (ws - r->off);
+			w->src_off = (uint32_t)(ws - ps);
+			w->n = (uint32_t)(we - ws);
+			CNT_ADD(c, pieces, 1);
+			attach(c, r, w, cksum_h128_block(r->obj, PIECE_TAG | p), ps,
+			       (uint32_t)(pe - ps), (uint32_t)(we - ps), IDX_NONE);
 		}
-		w->next = NULL;
-		op->waiters = w;
-		bop_start(op);
 	}
+	BUG_ON(nw > r->nwaiters);
 	req_finish_block(r, 0);
 }
 
@@ -711,7 +772,7 @@ static int submit(struct cache *c, const char *key, size_t key_len, const char *
 		  uint64_t obj_size, uint64_t off, size_t len, void *buf,
 		  rd_fetch_done_fn done, void *done_arg)
 {
-	uint64_t nblocks;
+	uint64_t nblocks, nw;
 	size_t etag_len, w_bytes;
 	struct creq *r;
 	char *p;
@@ -726,10 +787,13 @@ static int submit(struct cache *c, const char *key, size_t key_len, const char *
 	if (obj_size != SIZE_UNKNOWN && off + len > obj_size)
 		return -EINVAL;
 	nblocks = (off + len - 1) / c->bs - off / c->bs + 1;
-	if (nblocks > UINT32_MAX / 2)
+	/* Only the first and the last block can be covered in part, and those
+	 * may be served piece by piece. */
+	nw = nblocks + (c->piece < c->bs && obj_size != SIZE_UNKNOWN ? 2ull * (c->bs / c->piece) : 0);
+	if (nw > UINT32_MAX / 2)
 		return -EINVAL;
 	etag_len = strlen(etag);
-	w_bytes = sizeof(*r) + nblocks * sizeof(struct waiter);
+	w_bytes = sizeof(*r) + nw * sizeof(struct waiter);
 	r = xcalloc(1, w_bytes + key_len + etag_len + 1);
 	p = (char *)r + w_bytes;
 	memcpy(p, key, key_len);
@@ -745,7 +809,7 @@ static int submit(struct cache *c, const char *key, size_t key_len, const char *
 	r->buf = buf;
 	r->done = done;
 	r->done_arg = done_arg;
-	r->nblocks = (uint32_t)nblocks;
+	r->nwaiters = (uint32_t)nw;
 	push_req(c, r);
 	return 0;
 }
@@ -796,6 +860,7 @@ void cache_sync(struct cache *c)
 	struct creq *r = xcalloc(1, sizeof(*r));
 
 	r->c = c;
+	r->barrier = 1;
 	r->done = barrier_done;
 	r->done_arg = &b;
 	push_req(c, r);
@@ -821,10 +886,13 @@ void cache_get_stats(struct cache *c, struct cache_stats *o)
 	o->io_errors = LD(io_errors);
 	o->evictions = LD(evictions);
 	o->write_skipped = LD(write_skipped);
-	o->slots_used = LD(slots_used);
+	o->blocks_used = LD(slots_used);
+	o->bytes_used = LD(bytes_used);
+	o->pieces = LD(pieces);
 #undef LD
-	o->slots = c->ix.nslots;
+	o->pages = c->ix.npages;
 	o->block_size = c->bs;
+	o->piece_size = c->piece;
 	o->direct_io = c->direct;
 	o->registered_buffers = c->registered;
 	o->recovered_unclean = c->ix.recovered_unclean;
@@ -996,18 +1064,39 @@ static int open_slab(struct cache *c, uint32_t nslots, int no_direct, char *msg,
 	return 0;
 }
 
+static void pool_init(struct pool *pl, uint32_t size, uint32_t n)
+{
+	pl->size = size;
+	pl->n = n;
+	pl->free = NULL;
+	pl->wait = NULL;
+	pl->wait_tail = &pl->wait;
+}
+
+/* Two pools: blocks (want_bytes of them) and, when pieces are on, small
+ * buffers of one piece (a quarter more) for pieces and small objects, so that
+ * many of those can be in flight without holding a block-sized buffer each. */
 static int setup_buffers(struct cache *c, uint64_t want_bytes)
 {
-	uint64_t n = (want_bytes ? want_bytes : DEFAULT_BUFFER_BYTES) / c->bs;
+	uint64_t want = want_bytes ? want_bytes : DEFAULT_BUFFER_BYTES;
+	uint64_t nb = want / c->bs, ns = 0;
 	struct iovec *iov;
+	uint32_t n;
+	char *p;
 	int rc;
 
-	if (n < 4)
-		n = 4;
-	if (n > MAX_BUFFERS)
-		n = MAX_BUFFERS;
-	c->nbufs = (uint32_t)n;
-	c->buf_mem_len = (size_t)n * c->bs;
+	if (nb < 4)
+		nb = 4;
+	if (nb > MAX_BUFFERS)
+		nb = MAX_BUFFERS;
+	if (c->piece < c->bs) {
+		ns = want / 4 / c->piece;
+		ns = ns < 16 ? 16 : ns > MAX_BUFFERS ? MAX_BUFFERS : ns;
+	}
+	pool_init(&c->big, c->bs, (uint32_t)nb);
+	pool_init(&c->small, ns ? c->piece : 0, (uint32_t)ns);
+	n = (uint32_t)(nb + ns);
+	c->buf_mem_len = (size_t)nb * c->bs + (size_t)ns * c->piece;
 	c->buf_mem = mmap(NULL, c->buf_mem_len, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (c->buf_mem == MAP_FAILED) {
@@ -1016,15 +1105,19 @@ static int setup_buffers(struct cache *c, uint64_t want_bytes)
 	}
 	c->bufs = xcalloc(n, sizeof(*c->bufs));
 	iov = xcalloc(n, sizeof(*iov));
+	p = c->buf_mem;
 	for (uint32_t i = 0; i < n; i++) {
-		c->bufs[i].p = c->buf_mem + (size_t)i * c->bs;
+		struct pool *pl = i < nb ? &c->big : &c->small;
+
+		c->bufs[i].p = p;
 		c->bufs[i].index = (int)i;
-		c->bufs[i].next = c->free_bufs;
-		c->free_bufs = &c->bufs[i];
-		iov[i].iov_base = c->bufs[i].p;
-		iov[i].iov_len = c->bs;
+		c->bufs[i].next = pl->free;
+		pl->free = &c->bufs[i];
+		iov[i].iov_base = p;
+		iov[i].iov_len = pl->size;
+		p += pl->size;
 	}
-	rc = io_uring_register_buffers(&c->ring, iov, (unsigned)n);
+	rc = io_uring_register_buffers(&c->ring, iov, n);
 	c->registered = rc == 0;
 	if (rc < 0)
 		log_info(TAG, "io buffers not registered (%s): plain reads and writes",
@@ -1082,12 +1175,12 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 	c->dir = xstrdup(cfg->dir);
 	c->bucket = xstrdup(cfg->bucket ? cfg->bucket : "");
 	c->bs = bs;
+	c->piece = bs > CACHE_PIECE ? CACHE_PIECE : bs;
 	c->inner = cfg->inner;
 	c->inner_arg = cfg->inner_arg;
 	pthread_mutex_init(&c->q.lock, NULL);
 	c->q.reqs_tail = &c->q.reqs;
 	c->q.done_tail = &c->q.done;
-	c->buf_wait_tail = &c->buf_wait;
 
 	rc = open_dir(cfg->dir, &c->dir_fd, msg, msg_len);
 	if (rc < 0)
@@ -1121,15 +1214,17 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 		snprintf(msg, msg_len, "cannot allocate cache io buffers: %s", strerror(-rc));
 		goto fail;
 	}
-	atomic_store(&c->st.slots_used, c->ix.used);
+	publish_fill(c);
 	rc = -pthread_create(&c->thread, NULL, cache_thread, c);
 	if (rc < 0) {
 		snprintf(msg, msg_len, "cannot start cache thread: %s", strerror(-rc));
 		goto fail;
 	}
-	log_info(TAG, "%s: %u blocks of %u KiB (%llu MiB), %u cached%s, %s, %s buffers",
-		 c->dir, nslots, bs >> 10, (unsigned long long)(((uint64_t)nslots * bs) >> 20),
-		 c->ix.used, c->ix.recovered_unclean ? " after an unclean shutdown" : "",
+	log_info(TAG, "%s: %u pages of %u KiB (%llu MiB), %u records (%llu MiB) cached%s, %s, "
+		 "%s buffers", c->dir, nslots, bs >> 10,
+		 (unsigned long long)(((uint64_t)nslots * bs) >> 20), c->ix.used,
+		 (unsigned long long)(c->ix.used_bytes >> 20),
+		 c->ix.recovered_unclean ? " after an unclean shutdown" : "",
 		 c->direct ? "O_DIRECT" : "buffered", c->registered ? "registered" : "plain");
 	*out = c;
 	return 0;

@@ -23,13 +23,15 @@
  *    chunk [end of previous, +window) is issued, cut into parts of at most
  *    part bytes that are all in flight at once.
  *  - Anything else is a random read: only its bytes are fetched, rounded out to
- *    the alignment (64 KiB; the block size when the cache is on), at most one
- *    part per GET, and the window resets.
+ *    the random alignment (64 KiB; the cache's piece size, 128 KiB, when the
+ *    cache is on), at most one part per GET, and the window resets.
  *  - Alignment. With the block cache on, cfg->align is its block size: every
  *    segment starts on a block boundary and ends on one (or at EOF), readahead
  *    chunks included, and part is a multiple of it. So each block is fetched by
  *    exactly one segment and cached whole; a misaligned segment would still be
- *    correct (the cache widens to whole blocks) but would fetch a block twice.
+ *    correct (the cache widens to whole blocks or pieces) but would fetch a
+ *    block twice. A random read covers only part of a block: the cache serves
+ *    it from the block when that is cached, else fetches and keeps pieces.
  *    Cache hits come back through the same asynchronous fetch, so the window
  *    keeps several blocks' disk reads in flight just as it keeps GETs.
  *  - Streams free segments RD_SEQ_BACK (or two blocks, when larger)
@@ -100,7 +102,7 @@ struct rd_file {
 	char *key;
 	size_t key_len;
 	char *etag;
-	uint64_t size, part, max_window, win_min, align;
+	uint64_t size, part, max_window, win_min, align, ralign;
 	uint64_t seq_back;              /* RD_SEQ_BACK, or two blocks when larger */
 	struct rd_budget_client bc;
 
@@ -412,6 +414,8 @@ static void trim_cache(struct rd_file *f)
 static int demand_fetch(struct rd_file *f, uint64_t cur, uint64_t end)
 {
 	struct rd_seg *next = seg_find(f, cur);
+	/* A stream fetches whole blocks; a random read only what it needs. */
+	uint64_t a = f->window ? f->align : f->ralign;
 	uint64_t lo, hi, ds, de;
 	int rc;
 
@@ -420,13 +424,13 @@ static int demand_fetch(struct rd_file *f, uint64_t cur, uint64_t end)
 		ds = 0;                         /* small object: all of it, once */
 		de = f->size;
 	} else {
-		ds = align_down(cur);
-		de = align_up(end);
+		ds = align_down_to(cur, a);
+		de = align_up_to(end, a);
 	}
 	ds = max_u64(ds, lo);
 	de = min_u64(de, hi);
 	if (cur - ds >= f->part)
-		ds = max_u64(align_down(cur), lo);
+		ds = max_u64(align_down_to(cur, a), lo);
 	de = min_u64(de, ds + f->part);
 
 	trim_cache(f);
@@ -508,6 +512,8 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	 * be met; one window is at most a quarter so that several streams share. */
 	bmax = rd_budget_max(cfg->budget);
 	f->align = cfg->align ? cfg->align : RD_ALIGN;
+	f->ralign = cfg->random_align && cfg->random_align < f->align ? cfg->random_align : f->align;
+	BUG_ON(f->ralign & (f->ralign - 1));
 	f->part = cfg->part_size ? cfg->part_size : RD_PART_DEFAULT;
 	f->part = align_up(f->part);
 	if (f->part > bmax)     /* keep whole aligned units when the budget allows */

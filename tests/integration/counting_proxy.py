@@ -22,6 +22,7 @@ class CountingProxy:
         self.lock = threading.Lock()
         self.by_method = {}
         self.get_paths = []
+        self.get_bytes = 0          # object body bytes sent for GETs
         self.delay_s = 0.0
         proxy = self
 
@@ -66,6 +67,9 @@ class CountingProxy:
                         self.send_header(k, v)
                 if length is not None:
                     self.send_header("Content-Length", length)
+                    if self.command == "GET" and "?" not in self.path and resp.status < 300:
+                        with proxy.lock:
+                            proxy.get_bytes += int(length)
                 self.end_headers()
                 if no_body:
                     resp.read()
@@ -106,6 +110,7 @@ class CountingProxy:
         with self.lock:
             self.by_method.clear()
             self.get_paths.clear()
+            self.get_bytes = 0
 
     def gets(self, key=None):
         with self.lock:

@@ -136,7 +136,6 @@ def test_shuffled_reads_prefetch_nothing(mount, abucket, proxy):
 
 def test_prefetched_files_land_in_the_block_cache(mount, abucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    # 150 files take 150 slots: small objects use a whole block each
     cargs = ("--cache-dir", cdir, "--cache-size", "256M", "--block-size", "1M")
     m = mount(abucket, "", *cargs, endpoint=proxy.url)
     keys = ["cls/" + n for n in sorted(os.listdir(m.p("cls")))]

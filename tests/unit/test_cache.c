@@ -485,7 +485,7 @@ static void t_restart_warm(void)
 	CHECK_EQ_INT(s.inner_fetches, 0);
 	CHECK_EQ_INT(s.recovered_unclean, 0);
 	CHECK_EQ_INT(s.direct_io, 0);
-	CHECK_EQ_INT(s.slots_used, 21);
+	CHECK_EQ_INT(s.blocks_used, 21);
 	CHECK(s.hits >= 21);
 	cache_destroy(c);
 out:
@@ -573,9 +573,9 @@ static void t_eviction(void)
 			(unsigned long long)s.hits, (unsigned long long)s.misses,
 			(unsigned long long)s.coalesced, (unsigned long long)s.evictions,
 			(unsigned long long)s.write_skipped, (unsigned long long)s.io_errors,
-			(unsigned long long)s.slots_used);
+			(unsigned long long)s.blocks_used);
 	CHECK(s.evictions > 0);
-	CHECK(s.slots_used <= 8);
+	CHECK(s.blocks_used <= 8);
 	CHECK(s.hits > 0);
 	cache_destroy(c);
 out:
@@ -846,7 +846,7 @@ static void t_bypass_sharing_clear(void)
 	c = open_cache(&f, d, 16 * TBS, TBS * 2);
 	if (c) {
 		stats(c, &s);
-		CHECK_EQ_INT(s.slots_used, 0);
+		CHECK_EQ_INT(s.blocks_used, 0);
 		cache_destroy(c);
 	}
 out:
@@ -984,6 +984,193 @@ static int bench(const char *dir, uint32_t bs, uint64_t size, size_t req, int de
 	return 0;
 }
 
+/* With 1 MiB blocks a page holds up to 8 packed records: small objects share
+ * pages, survive a restart packed, and a big block still gets a page of its own. */
+static void t_packed_small_objects(void)
+{
+	const uint32_t bs = 1024 * 1024;
+	const uint64_t small = 100 * KB, mixed = 2 * MB + 512 * KB;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char key[64];
+
+	fake_start(&f);
+	c = open_cache(&f, d, 8ull * bs, bs);
+	if (!c)
+		goto out;
+	for (int i = 0; i < 24; i++) {
+		snprintf(key, sizeof(key), "img/%03d.jpg", i);
+		CHECK(read_all(c, key, "\"s\"", small, small, 1));
+	}
+	CHECK(read_all(c, "shard/big.tar", "\"s\"", mixed, bs, 1));
+	cache_sync(c);
+	stats(c, &s);
+	CHECK_EQ_INT(s.pages, 8);
+	CHECK_EQ_INT(s.blocks_used, 24 + 3);      /* 24 objects + 3 blocks of the shard */
+	CHECK_EQ_INT(s.bytes_used, 24 * small + mixed);
+	CHECK_EQ_INT(s.evictions, 0);
+	CHECK_EQ_INT(s.write_skipped, 0);
+	CHECK_EQ_INT(s.pieces, 0);                  /* whole objects, whole blocks */
+	cache_destroy(c);
+
+	uint64_t calls0 = atomic_load(&f.calls);
+
+	c = open_cache(&f, d, 8ull * bs, bs);
+	if (!c)
+		goto out;
+	stats(c, &s);
+	CHECK_EQ_INT(s.blocks_used, 27);
+	for (int i = 23; i >= 0; i--) {
+		snprintf(key, sizeof(key), "img/%03d.jpg", i);
+		CHECK(read_all(c, key, "\"s\"", small, small, 1));
+		CHECK(read_all(c, key, "\"s\"", small, 4096, 1));   /* parts of a packed record */
+	}
+	CHECK(read_all(c, "shard/big.tar", "\"s\"", mixed, 300 * KB, 1));
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+	stats(c, &s);
+	CHECK_EQ_INT(s.checksum_failures, 0);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* Many small objects through a 4-page cache: pages are evicted whole and the
+ * bytes stay right; a flipped byte inside a packed page costs one record. */
+static void t_packed_eviction_and_corruption(void)
+{
+	const uint32_t bs = 1024 * 1024;
+	const uint64_t small = 60 * KB + 123;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char key[64], p[512];
+	int fd;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 4ull * bs, bs);
+	if (!c)
+		goto out;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < 100; i++) {
+			snprintf(key, sizeof(key), "e/%d", i);
+			CHECK(read_all(c, key, "\"e\"", small, 7000, 1));
+		}
+	}
+	cache_sync(c);
+	stats(c, &s);
+	CHECK(s.evictions > 0);
+	CHECK(s.blocks_used <= 4 * 8);
+	CHECK(s.bytes_used <= 4ull * bs);
+	cache_destroy(c);
+
+	/* Keep 16 records (2 pages), then corrupt the second record of page 0. */
+	rm_dir(d);
+	c = open_cache(&f, d, 4ull * bs, bs);
+	if (!c)
+		goto out;
+	for (int i = 0; i < 16; i++) {
+		snprintf(key, sizeof(key), "k/%d", i);
+		CHECK(read_all(c, key, "\"e\"", small, small, 1));
+	}
+	cache_destroy(c);
+	snprintf(p, sizeof(p), "%s/slab", d);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0);
+	{
+		unsigned char b;
+		off_t o = (off_t)(64 * KB + 100);   /* 60 KiB + 123 rounds up to 64 KiB */
+
+		CHECK_EQ_INT(pread(fd, &b, 1, o), 1);
+		b ^= 0x01;
+		CHECK_EQ_INT(pwrite(fd, &b, 1, o), 1);
+	}
+	close(fd);
+	uint64_t calls0 = atomic_load(&f.calls);
+
+	c = open_cache(&f, d, 4ull * bs, bs);
+	if (!c)
+		goto out;
+	stats(c, &s);
+	CHECK_EQ_INT(s.blocks_used, 16);
+	for (int i = 0; i < 16; i++) {
+		snprintf(key, sizeof(key), "k/%d", i);
+		CHECK(read_all(c, key, "\"e\"", small, small, 1));
+	}
+	stats(c, &s);
+	CHECK_EQ_INT(s.checksum_failures, 1);
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 1);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+/* Small reads inside a block fetch and keep 128 KiB pieces, not the block;
+ * once the block is cached whole, such reads are served from it. */
+static void t_pieces_for_partial_reads(void)
+{
+	const uint32_t bs = 1024 * 1024;
+	const uint64_t size = 8 * MB + 5000;
+	static const uint64_t offs[] = { 0, 4096, 3 * MB + 7, 128 * KB - 100, 5 * MB - 2000,
+					 8 * MB + 500, 2 * MB + 640 * KB };
+	const size_t n = 4096;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char buf[4096];
+	uint64_t calls0, bytes0;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16ull * bs, bs);
+	if (!c)
+		goto out;
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		CHECK_EQ_INT(cread(c, "r/obj", "\"p\"", size, offs[i], n, buf), n);
+		CHECK(fake_check(buf, "r/obj", "\"p\"", offs[i], n));
+	}
+	/* 0 and 4096 share a piece, and 128K-100 adds the next one; 8M+500 is the
+	 * short last block's only piece; 5M-2000 spans a block edge: 7 pieces. */
+	CHECK_EQ_INT(atomic_load(&f.calls), 7);
+	CHECK_EQ_INT(atomic_load(&f.bytes), 6 * CACHE_PIECE + 5000);
+	cache_sync(c);
+	cache_destroy(c);
+
+	calls0 = atomic_load(&f.calls);
+	c = open_cache(&f, d, 16ull * bs, bs);
+	if (!c)
+		goto out;
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		memset(buf, 0, n);
+		CHECK_EQ_INT(cread(c, "r/obj", "\"p\"", size, offs[i], n, buf), n);
+		CHECK(fake_check(buf, "r/obj", "\"p\"", offs[i], n));
+	}
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);     /* pieces survive a restart */
+	/* A stream reads whole blocks: fetched whole, whatever pieces there are. */
+	bytes0 = atomic_load(&f.bytes);
+	CHECK(read_all(c, "r/obj", "\"p\"", size, bs, 1));
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 9);
+	CHECK_EQ_INT(atomic_load(&f.bytes) - bytes0, size);
+	cache_sync(c);
+	calls0 = atomic_load(&f.calls);
+	for (uint64_t off = 3; off + n < size; off += 777 * KB) {
+		CHECK_EQ_INT(cread(c, "r/obj", "\"p\"", size, off, n, buf), n);
+		CHECK(fake_check(buf, "r/obj", "\"p\"", off, n));
+	}
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+	stats(c, &s);
+	CHECK_EQ_INT(s.checksum_failures, 0);
+	CHECK_EQ_INT(s.piece_size, CACHE_PIECE);
+	cache_destroy(c);
+out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
 static const struct test tests[] = {
 	TEST(t_crc32c),
 	TEST(t_hash_fields),
@@ -1000,6 +1187,9 @@ static const struct test tests[] = {
 	TEST(t_big_offsets),
 	TEST(t_bypass_sharing_clear),
 	TEST(t_concurrent_stress),
+	TEST(t_packed_small_objects),
+	TEST(t_packed_eviction_and_corruption),
+	TEST(t_pieces_for_partial_reads),
 	{ 0 },
 };
 
