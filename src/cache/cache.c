@@ -127,6 +127,12 @@ struct bop {
 	struct waiter *waiters;
 	struct bop *hnext;          /* in-flight table chain */
 	struct bop *qnext;          /* buffer FIFO / completion queue */
+	/* Runs of pieces fetched by one GET: the carrier (members != NULL) owns
+	 * the GET and the buffer; each member (carrier != NULL) is a piece in the
+	 * in-flight table that requests join, with no buffer of its own. */
+	struct bop *carrier;
+	struct bop *members;        /* chained through next_member, in order */
+	struct bop *next_member;
 };
 
 struct cache_counters {
@@ -177,6 +183,7 @@ struct cache {
 
 static void bop_run(struct bop *op);
 static void bop_fetch(struct bop *op);
+static void run_complete(struct bop *car, ssize_t res);
 
 /* ---- queue hand-offs (any thread) ---- */
 
@@ -450,6 +457,10 @@ static void bop_fetch(struct bop *op)
 		      op->start, op->len, op->buf->p, inner_done, op);
 	if (rc < 0) {
 		log_warn(TAG, "inner fetch not queued: %s", strerror(-rc));
+		if (op->members) {
+			run_complete(op, rc);
+			return;
+		}
 		serve_all(op, rc);
 		bop_end(op);
 	}
@@ -536,11 +547,64 @@ static void write_complete(struct bop *op, int ok)
 	bop_end(op);
 }
 
+/* The carrier's GET is over: each member's waiters are served from its
+ * buffer, and each member piece is kept (start_write) when a piece buffer is
+ * free to copy it into; else it is left uncached rather than waited for. */
+static void run_complete(struct bop *car, ssize_t res)
+{
+	struct cache *c = car->c;
+	struct bop *m, *next;
+
+	if (res >= 0 && res != (ssize_t)car->len) {
+		log_err(TAG, "inner fetch returned %zd bytes, asked for %u", res, car->len);
+		res = -EIO;
+	}
+	for (m = car->members; m; m = next) {
+		const char *src = car->buf->p + (m->start - car->start);
+		struct waiter *w = m->waiters;
+		struct iobuf *b = c->small.free;
+
+		next = m->next_member;
+		m->carrier = NULL;
+		if (res < 0) {
+			serve_all(m, (int)res);
+			bop_end(m);
+			continue;
+		}
+		m->waiters = NULL;
+		while (w) {
+			struct waiter *wn = w->next;
+
+			memcpy(w->dst, src + w->src_off, w->n);
+			req_finish_block(w->req, 0);
+			w = wn;
+		}
+		CNT_ADD(c, misses, 1);
+		CNT_ADD(c, bytes_from_inner, m->len);
+		if (!b) {
+			CNT_ADD(c, write_skipped, 1);
+			bop_end(m);
+			continue;
+		}
+		c->small.free = b->next;
+		m->buf = b;
+		m->started = 1;
+		memcpy(b->p, src, m->len);
+		start_write(m);
+	}
+	car->members = NULL;
+	bop_end(car);
+}
+
 static void fetch_complete(struct bop *op)
 {
 	struct cache *c = op->c;
 	ssize_t res = op->result;
 
+	if (op->members) {
+		run_complete(op, res);
+		return;
+	}
 	if (res >= 0 && res != (ssize_t)op->len) {
 		log_err(TAG, "inner fetch returned %zd bytes, asked for %u", res, op->len);
 		res = -EIO;
@@ -590,6 +654,7 @@ static void slab_cqe(struct bop *op, int res)
 
 /* Pieces have their own identities: the unit number with the top bit set. */
 #define PIECE_TAG (1ull << 63)
+#define RUN_TAG   (3ull << 62)      /* carriers: never looked up, never stored */
 
 /* Serve w (bytes [start + w->src_off, + w->n) of one unit) from a bop in flight,
  * the slab, or a new inner fetch of want bytes from start. need: bytes of the
@@ -622,6 +687,30 @@ static void attach(struct cache *c, struct creq *r, struct waiter *w, struct cks
 	w->next = NULL;
 	op->waiters = w;
 	bop_start(op);
+}
+
+/*
+ * The missing pieces of one block, in order (members, already in the table
+ * with their waiters), fetched by one GET of [start, end). A single piece is
+ * an ordinary unit operation. The run may have holes (pieces that were
+ * cached or in flight): the GET covers them too, which is cheaper than a
+ * second request.
+ */
+static void start_run(struct cache *c, struct creq *r, struct bop *run, uint64_t start,
+		      uint64_t end)
+{
+	struct bop *car;
+
+	if (!run->next_member) {
+		bop_start(run);
+		return;
+	}
+	car = bop_new(c, r, cksum_h128_block(r->obj, RUN_TAG | (start / c->piece)), start,
+		      BOP_FETCH, (uint32_t)(end - start), IDX_NONE);
+	car->members = run;
+	for (struct bop *m = run; m; m = m->next_member)
+		m->carrier = car;
+	bop_start(car);
 }
 
 /*
@@ -670,10 +759,15 @@ static void req_begin(struct cache *c, struct creq *r)
 			attach(c, r, w, id, bstart, want, need, rec);
 			continue;
 		}
+		struct bop *run = NULL, **tail = &run;
+		uint64_t run_start = 0, run_end = 0;
+
 		for (uint64_t p = s / c->piece; p * c->piece < e; p++) {
 			uint64_t ps = p * c->piece, pe = ps + c->piece;
 			uint64_t ws = s > ps ? s : ps, we = e < pe ? e : pe;
 			struct waiter *w = &r->w[nw++];
+			struct cksum_h128 pid = cksum_h128_block(r->obj, PIECE_TAG | p);
+			uint32_t prec;
 
 			if (pe > r->obj_size)
 				pe = r->obj_size;
@@ -683,9 +777,27 @@ static void req_begin(struct cache *c, struct creq *r)
 			w->src_off = (uint32_t)(ws - ps);
 			w->n = (uint32_t)(we - ws);
 			CNT_ADD(c, pieces, 1);
-			attach(c, r, w, cksum_h128_block(r->obj, PIECE_TAG | p), ps,
-			       (uint32_t)(pe - ps), (uint32_t)(we - ps), IDX_NONE);
+			prec = idx_lookup(&c->ix, pid);
+			if (!table_find(c, pid, (uint32_t)(we - ps)) &&
+			    (prec == IDX_NONE || c->ix.rec[prec].len < (uint32_t)(we - ps))) {
+				/* Missing: one more member of this block's run. */
+				struct bop *m = bop_new(c, r, pid, ps, BOP_FETCH, (uint32_t)(pe - ps),
+							IDX_NONE);
+
+				if (!run)
+					run_start = ps;
+				run_end = pe;
+				r->pending++;
+				w->next = NULL;
+				m->waiters = w;
+				*tail = m;
+				tail = &m->next_member;
+				continue;
+			}
+			attach(c, r, w, pid, ps, (uint32_t)(pe - ps), (uint32_t)(we - ps), prec);
 		}
+		if (run)
+			start_run(c, r, run, run_start, run_end);
 	}
 	BUG_ON(nw > r->nwaiters);
 	req_finish_block(r, 0);

@@ -857,6 +857,7 @@ out:
 struct stress_arg {
 	struct cache *c;
 	unsigned seed;
+	uint32_t bs;                /* TBS: one record a page; 1 MiB: packing and pieces */
 	int ok;
 };
 
@@ -864,13 +865,16 @@ static void *stress_thread(void *arg)
 {
 	struct stress_arg *a = arg;
 	static const char *const keys[] = { "s/a", "s/b", "s/c" };
-	const uint64_t size = 30 * TBS + 99;
-	char *buf = malloc(3 * TBS);
+	const int big = a->bs > TBS;
+	const uint64_t size = (big ? 12 : 30) * (uint64_t)a->bs + 99;
+	char *buf = malloc(3 * (size_t)a->bs);
 
 	a->ok = 1;
 	for (int i = 0; i < 300; i++) {
 		const char *k = keys[rand_r(&a->seed) % 3];
-		size_t len = 1 + rand_r(&a->seed) % (3 * TBS);
+		/* With 1 MiB blocks mostly parts of a block (pieces), now and then
+		 * up to two blocks (whole blocks). */
+		size_t len = 1 + rand_r(&a->seed) % (big && i % 8 ? a->bs / 3 : 2 * a->bs);
 		uint64_t off = (uint64_t)rand_r(&a->seed) % (size - len);
 		int sized = rand_r(&a->seed) % 2;
 
@@ -883,7 +887,7 @@ static void *stress_thread(void *arg)
 }
 
 /* Several threads, random ranges, small cache: always the right bytes. */
-static void t_concurrent_stress(void)
+static void stress(uint32_t bs, uint64_t cache_bytes)
 {
 	struct fake f;
 	const char *d = new_dir();
@@ -893,11 +897,11 @@ static void t_concurrent_stress(void)
 	struct cache *c;
 
 	fake_start(&f);
-	c = open_cache(&f, d, 20 * TBS, TBS);
+	c = open_cache(&f, d, cache_bytes, bs);
 	if (!c)
 		goto out;
 	for (int t = 0; t < 4; t++) {
-		a[t] = (struct stress_arg){ .c = c, .seed = 100 + t };
+		a[t] = (struct stress_arg){ .c = c, .seed = 100 + t, .bs = bs };
 		pthread_create(&th[t], NULL, stress_thread, &a[t]);
 	}
 	for (int t = 0; t < 4; t++) {
@@ -908,10 +912,24 @@ static void t_concurrent_stress(void)
 	CHECK(s.hits > 0);
 	CHECK(s.evictions > 0);
 	CHECK_EQ_INT(s.checksum_failures, 0);
+	if (bs > CACHE_PIECE)
+		CHECK(s.pieces > 0);
 	cache_destroy(c);
 out:
 	fake_stop(&f);
 	rm_dir(d);
+}
+
+static void t_concurrent_stress(void)
+{
+	stress(TBS, 20 * TBS);
+}
+
+/* The same with 1 MiB blocks in 6 pages: pieces, packed pages and whole
+ * blocks of three 12 MiB objects evict each other. */
+static void t_concurrent_stress_pieces(void)
+{
+	stress(1024 * 1024, 6 * MB);
 }
 
 /* ---- measurement (not a test): FEEDFS_CACHE_BENCH=DIR ---- */
@@ -1171,6 +1189,70 @@ out:
 	rm_dir(d);
 }
 
+/* The missing pieces of one block that one request needs are fetched by one
+ * GET (a run) and cached as pieces; a cached piece inside the run is a hole
+ * the GET covers rather than a second request. */
+static void t_piece_runs(void)
+{
+	const uint32_t bs = 1024 * 1024;
+	const uint64_t size = 4 * MB;
+	const uint64_t P = CACHE_PIECE;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s;
+	struct cache *c;
+	char *buf = malloc(bs);
+	uint64_t calls0, bytes0;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16ull * bs, bs);
+	if (!c)
+		goto out;
+	/* 600 KiB from 100 KiB into block 1: pieces 8..13 of the object, one GET */
+	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, MB + 100 * KB, 600 * KB, buf), 600 * KB);
+	CHECK(fake_check(buf, "run/obj", "\"r\"", MB + 100 * KB, 600 * KB));
+	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	CHECK_EQ_INT(atomic_load(&f.bytes), 6 * P);
+	CHECK_EQ_INT(atomic_load(&f.last_len), 6 * P);
+	cache_sync(c);
+	stats(c, &s);
+	CHECK_EQ_INT(s.blocks_used, 6);             /* kept as six pieces */
+	/* each piece alone is a hit */
+	for (uint64_t p = 8; p < 14; p++) {
+		CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, p * P + 5, 1000, buf), 1000);
+		CHECK(fake_check(buf, "run/obj", "\"r\"", p * P + 5, 1000));
+	}
+	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	/* a hole: piece 17 cached, then 16..18 asked for: one GET of 3 pieces */
+	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, 17 * P + 1, 10, buf), 10);
+	cache_sync(c);
+	calls0 = atomic_load(&f.calls);
+	bytes0 = atomic_load(&f.bytes);
+	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, 16 * P + 3, 2 * P + 7, buf), 2 * P + 7);
+	CHECK(fake_check(buf, "run/obj", "\"r\"", 16 * P + 3, 2 * P + 7));
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 1);
+	CHECK_EQ_INT(atomic_load(&f.bytes) - bytes0, 3 * P);
+	cache_sync(c);
+	cache_destroy(c);
+
+	calls0 = atomic_load(&f.calls);
+	c = open_cache(&f, d, 16ull * bs, bs);
+	if (!c)
+		goto out;
+	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, MB + 100 * KB, 600 * KB, buf), 600 * KB);
+	CHECK(fake_check(buf, "run/obj", "\"r\"", MB + 100 * KB, 600 * KB));
+	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, 16 * P, 3 * P, buf), 3 * P);
+	CHECK(fake_check(buf, "run/obj", "\"r\"", 16 * P, 3 * P));
+	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+	stats(c, &s);
+	CHECK_EQ_INT(s.checksum_failures, 0);
+	cache_destroy(c);
+out:
+	free(buf);
+	fake_stop(&f);
+	rm_dir(d);
+}
+
 static const struct test tests[] = {
 	TEST(t_crc32c),
 	TEST(t_hash_fields),
@@ -1190,6 +1272,8 @@ static const struct test tests[] = {
 	TEST(t_packed_small_objects),
 	TEST(t_packed_eviction_and_corruption),
 	TEST(t_pieces_for_partial_reads),
+	TEST(t_concurrent_stress_pieces),
+	TEST(t_piece_runs),
 	{ 0 },
 };
 
