@@ -392,9 +392,13 @@ def section(path):
     s += "- %d repetition(s); cells are median (min–max); † = a pass hit PASS_TIMEOUT=%gs (rate over what it read)\n" % (
         k["REPS"], k["PASS_TIMEOUT"])
     b0, b1 = m.get("busy_start", {}), m.get("busy_end", {})
-    s += ("- load average at start %s, at end %s. **Taken on a busy machine**: other engineers were compiling and "
-          "testing on the same 2 cores during this run, so absolute figures are noisy; the ratios, taken side by "
-          "side in one run, are the figures to read.\n" % (b0.get("loadavg"), b1.get("loadavg")))
+    # The load average counts the bench's own server, daemons and reader threads; what else ran
+    # is for the run's notes (BENCHMARKS.head.md) to say, not for this script to guess.
+    s += ("- load average at start %s, at end %s (the bench's own server, daemons and reader threads count "
+          "in it; busiest processes at the end: %s). On 2 shared cores absolute figures are noisy; the ratios, "
+          "taken side by side in one run, are the figures to read.\n" % (
+              b0.get("loadavg"), b1.get("loadavg"),
+              ", ".join(t.strip() for t in (b1.get("top") or [])[:3]) or "not recorded"))
     if m.get("partial"):
         s += "- **incomplete run**: the bench was stopped before it finished; cells hold what it measured\n"
     if m.get("skipped"):
