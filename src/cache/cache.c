@@ -295,10 +295,16 @@ static void req_finish_block(struct creq *r, int err)
 	free(r);
 }
 
+/* src: the start of the waiter's unit in some buffer. */
+static void serve_from(const char *src, struct waiter *w)
+{
+	memcpy(w->dst, src + w->src_off, w->n);
+	req_finish_block(w->req, 0);
+}
+
 static void serve(struct bop *op, struct waiter *w)
 {
-	memcpy(w->dst, op->buf->p + w->src_off, w->n);
-	req_finish_block(w->req, 0);
+	serve_from(op->buf->p, w);
 }
 
 static void serve_all(struct bop *op, int err)
@@ -575,8 +581,7 @@ static void run_complete(struct bop *car, ssize_t res)
 		while (w) {
 			struct waiter *wn = w->next;
 
-			memcpy(w->dst, src + w->src_off, w->n);
-			req_finish_block(w->req, 0);
+			serve_from(src, w);
 			w = wn;
 		}
 		CNT_ADD(c, misses, 1);
