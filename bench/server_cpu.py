@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""bench/server_cpu.py — where the cold sequential read loses to the server ceiling.
+
+    bench/server_cpu.py FEEDFS_BIN [ROUNDS] [FEEDFS OPTIONS...]
+
+Over the s3rver and data that `make bench` prepared (build/bench/data), with the
+server's page cache WARM (the object is read once first, so the disk is out of the
+picture), alternates ROUNDS times (default 2): curl with 8 long ranges (the bench's
+ceiling), curl with 8 MiB ranges 8 and 4 at a time (feedfs's request pattern), and
+a `dd bs=1M` of the object through a fresh feedfs mount. Prints MB/s, the server's
+CPU (% of one core and CPU-seconds per GiB served), feedfs's CPU and how busy the
+machine was. Timing only; not a test; does not verify bytes (bench.py and ab.py do).
+Needs root (mounts).
+"""
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ab  # noqa: E402  (the A/B helper: paths, mount, umount)
+
+OBJ = os.path.join(ab.DATA, "s3rver", ab.BUCKET, ab.NAME + "._S3rver_object")
+SIZE = os.path.getsize(OBJ)
+
+
+def cpu(pid):
+    try:
+        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def tot():
+    v = list(map(int, open("/proc/stat").readline().split()[1:]))
+    return sum(v) / os.sysconf("SC_CLK_TCK"), (v[3] + v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def curls(url, ranges, par):
+    # par curl processes, each doing its share of ranges over one connection
+    cfgs = [[] for _ in range(par)]
+    for i, (lo, hi) in enumerate(ranges):
+        c = cfgs[i % par]
+        if c:
+            c.append("next")
+        c += ['url = "%s"' % url, 'range = "%d-%d"' % (lo, hi), 'output = "/dev/null"']
+    ps = [subprocess.Popen(["curl", "-s", "-S", "--fail", "-K", "-"], stdin=subprocess.PIPE, text=True)
+          for _ in cfgs]
+    for p, c in zip(ps, cfgs):
+        p.stdin.write("\n".join(c) + "\n")
+        p.stdin.close()
+    for p in ps:
+        p.wait()
+
+
+def measure(name, node, fn, fp=None):
+    c0, f0 = cpu(node), (cpu(fp) if fp else 0)
+    t0, i0 = tot()
+    w0 = time.monotonic()
+    fn()
+    el = time.monotonic() - w0
+    t1, i1 = tot()
+    dn = cpu(node) - c0
+    df = (cpu(fp) - f0) if fp else 0
+    gib = SIZE / (1 << 30)
+    r = (SIZE / el / 1e6, 100 * dn / el, dn / gib, 100 * df / el, 100 * ((t1 - t0) - (i1 - i0)) / el)
+    print("%-22s %5.0f MB/s  node %3.0f%%  node %.2f cpu-s/GiB  feedfs %3.0f%%  busy %3.0f%%/200" % ((name,) + r),
+          flush=True)
+    return r
+
+
+def main():
+    binary = sys.argv[1]
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    subprocess.run(["cat", OBJ], stdout=subprocess.DEVNULL)      # server page cache warm
+    port = ab.free_port()
+    env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
+    srv = subprocess.Popen([os.path.join(ab.ROOT, "tests/node_modules/.bin/s3rver"), "-d",
+                            os.path.join(ab.DATA, "s3rver"), "-a", "127.0.0.1", "-p", str(port), "--silent"],
+                           env=env, start_new_session=True)
+    os.makedirs(ab.WORK, exist_ok=True)
+    mnt = os.path.join(ab.WORK, "mnt")
+    url = "http://127.0.0.1:%d/%s/%s" % (port, ab.BUCKET, ab.NAME)
+    try:
+        time.sleep(3)
+        node = int(subprocess.check_output(["pgrep", "-n", "node"]).split()[0])
+        long8 = [(i * SIZE // 8, (i + 1) * SIZE // 8 - 1) for i in range(8)]
+        p8 = 8 << 20
+        short = [(o, o + p8 - 1) for o in range(0, SIZE, p8)]
+        for _ in range(rounds):
+            measure("curl 8 long ranges", node, lambda: curls(url, long8, 8))
+            measure("curl 8MiB ranges x8", node, lambda: curls(url, short, 8))
+            measure("curl 8MiB ranges x4", node, lambda: curls(url, short, 4))
+            ab.mount(binary, port, mnt, sys.argv[3:])
+            fp = int(subprocess.check_output(["pgrep", "-n", "-f", os.path.basename(binary)]).split()[0])
+            measure("feedfs dd bs=1M", node,
+                    lambda: subprocess.run(["dd", "if=" + os.path.join(mnt, ab.NAME), "of=/dev/null", "bs=1M"],
+                                           stderr=subprocess.DEVNULL), fp)
+            ab.umount(mnt)
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
+        srv.terminate()
+
+
+main()
