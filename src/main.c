@@ -122,8 +122,9 @@ static const char help_text[] =
 "    --dry-run              check credentials and access to SOURCE as a mount\n"
 "                           would, print one line, exit 0 or 1; mounts nothing\n"
 "    --part-size SIZE       bytes per ranged GET, 1MiB..256MiB (default 8MiB)\n"
-"    --max-memory SIZE      budget for in-flight and readahead buffers, at least\n"
-"                           4 x part size (default 512MiB)\n"
+"    --max-memory SIZE      memory for in-flight and readahead buffers and, with\n"
+"                           --cache-dir, the cache's io buffers (80MiB at the\n"
+"                           default); at least 4 x part size (default 512MiB)\n"
 "    --metadata-ttl SECONDS how long attributes, names and listings are trusted\n"
 "                           (default 60); changes in the bucket show after it\n"
 "    --negative-ttl SECONDS how long a missing name is remembered (default 5)\n"
@@ -322,6 +323,22 @@ static void parse_source(const char *src, struct options *o)
 	}
 }
 
+/* The block cache's io buffers come out of --max-memory: a sixth of it for
+ * block buffers, at most the cache's default of 64 MiB (reached at 384 MiB),
+ * and a quarter of that again for piece buffers. */
+static uint64_t cache_buffer_bytes(const struct options *o)
+{
+	uint64_t b = o->max_memory / 6;
+
+	return b < 64 * MIB ? b : 64 * MIB;
+}
+
+/* Memory the block cache maps for its io buffers (0 without --cache-dir). */
+static uint64_t io_reserve(const struct options *o)
+{
+	return o->cache_dir ? cache_io_bytes((uint32_t)o->block_size, cache_buffer_bytes(o)) : 0;
+}
+
 static void parse_args(int argc, char **argv, struct options *o)
 {
 	const char *region_env;
@@ -479,6 +496,13 @@ static void parse_args(int argc, char **argv, struct options *o)
 		usage_error("--block-size must be a power of two between 1MiB and 16MiB");
 	if (!o->cache_dir && (o->cache_size || o->cache_clear))
 		usage_error("--cache-size and --cache-clear need --cache-dir");
+	/* The cache's io buffers come out of --max-memory, so that the bound holds
+	 * with the cache on too (readahead gets the rest). */
+	if (o->cache_dir && o->max_memory < 4 * o->part_size + io_reserve(o))
+		usage_error("with --cache-dir, --max-memory must be at least 4 x --part-size "
+			    "+ %llu MiB of cache io buffers (%llu MiB)",
+			    (unsigned long long)(io_reserve(o) / MIB),
+			    (unsigned long long)((4 * o->part_size + io_reserve(o)) / MIB));
 	if (o->endpoint && strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
 		usage_error("--endpoint-url: '%s' must start with http:// or https://", o->endpoint);
 }
@@ -782,7 +806,7 @@ static int run(struct options *o, int notify_fd)
 		return 0;
 	}
 
-	e = rd_budget_new(o->max_memory, &r.budget);
+	e = rd_budget_new(o->max_memory - io_reserve(o), &r.budget);
 	if (e < 0) {
 		snprintf(msg, sizeof(msg), "memory budget: %s", strerror(-e));
 		return fail(notify_fd, &r, msg);
@@ -801,6 +825,7 @@ static int run(struct options *o, int notify_fd)
 		ccfg.inner = fetch_s3;
 		ccfg.inner_arg = r.s3;
 		ccfg.clear = o->cache_clear;
+		ccfg.buffer_bytes = cache_buffer_bytes(o);
 		msg[0] = '\0';
 		e = cache_new(&ccfg, &r.cache, msg, sizeof(msg));
 		if (e < 0) {
@@ -821,15 +846,22 @@ static int run(struct options *o, int notify_fd)
 			struct cache_stats cs;
 
 			cache_get_stats(r.cache, &cs);
-			log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s",
+			log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s; "
+				 "io buffers %llu MiB of --max-memory, readahead budget %llu MiB",
 				 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
 				 (unsigned long long)(cs.pages * cs.block_size / MIB),
 				 (unsigned long long)cs.blocks_used,
 				 cs.direct_io ? ", O_DIRECT" : "",
-				 cs.recovered_unclean ? ", recovered after a crash" : "");
+				 cs.recovered_unclean ? ", recovered after a crash" : "",
+				 (unsigned long long)(io_reserve(o) / MIB),
+				 (unsigned long long)((o->max_memory - io_reserve(o)) / MIB));
 		}
 	}
-	rcfg.max_window = 64 * MIB < o->max_memory / 4 ? 64 * MIB : o->max_memory / 4;
+	{
+		uint64_t quarter = (o->max_memory - io_reserve(o)) / 4;
+
+		rcfg.max_window = 64 * MIB < quarter ? 64 * MIB : quarter;
+	}
 	{
 		/* Readahead across files sits on top: it wraps whatever the read
 		 * path fetches through (the cache, or S3), so prefetched files are

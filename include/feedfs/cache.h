@@ -106,6 +106,11 @@ int cache_fetch_sized(struct cache *c, const char *key, size_t key_len, const ch
  * benchmarks; never needed for correctness). Blocking; not from a done callback. */
 void cache_sync(struct cache *c);
 
+/* Bytes of io buffers cache_new maps for this block size (0: the default) and
+ * buffer_bytes (0: the default): block buffers plus piece buffers. They are not
+ * part of the read path's budget; the caller charges them to --max-memory. */
+uint64_t cache_io_bytes(uint32_t block_size, uint64_t buffer_bytes);
+
 /* Snapshot of the counters (relaxed atomics). */
 void cache_get_stats(struct cache *c, struct cache_stats *out);
 

@@ -1193,23 +1193,50 @@ static void pool_init(struct pool *pl, uint32_t size, uint32_t n)
 /* Two pools: blocks (want_bytes of them) and, when pieces are on, small
  * buffers of one piece (a quarter more) for pieces and small objects, so that
  * many of those can be in flight without holding a block-sized buffer each. */
+static uint32_t piece_size(uint32_t bs)
+{
+	return bs > CACHE_PIECE ? CACHE_PIECE : bs;
+}
+
+/* How many block buffers (nb) and piece buffers (ns) a cache of block size bs
+ * gets for buffer_bytes (0: the default). One place, so that cache_io_bytes
+ * tells the caller exactly what cache_new will map. */
+static void pool_counts(uint32_t bs, uint64_t buffer_bytes, uint64_t *nb, uint64_t *ns)
+{
+	uint64_t want = buffer_bytes ? buffer_bytes : DEFAULT_BUFFER_BYTES;
+	uint32_t piece = piece_size(bs);
+
+	*nb = want / bs;
+	if (*nb < 4)
+		*nb = 4;
+	if (*nb > MAX_BUFFERS)
+		*nb = MAX_BUFFERS;
+	*ns = 0;
+	if (piece < bs) {
+		*ns = want / 4 / piece;
+		*ns = *ns < 16 ? 16 : *ns > MAX_BUFFERS ? MAX_BUFFERS : *ns;
+	}
+}
+
+uint64_t cache_io_bytes(uint32_t block_size, uint64_t buffer_bytes)
+{
+	uint32_t bs = block_size ? block_size : CACHE_BLOCK_DEFAULT;
+	uint64_t nb, ns;
+
+	pool_counts(bs, buffer_bytes, &nb, &ns);
+	return nb * bs + ns * piece_size(bs);
+}
+
 static int setup_buffers(struct cache *c, uint64_t want_bytes)
 {
-	uint64_t want = want_bytes ? want_bytes : DEFAULT_BUFFER_BYTES;
-	uint64_t nb = want / c->bs, ns = 0;
+	uint64_t nb, ns;
 	struct iovec *iov;
 	uint32_t n;
 	char *p;
 	int rc;
 
-	if (nb < 4)
-		nb = 4;
-	if (nb > MAX_BUFFERS)
-		nb = MAX_BUFFERS;
-	if (c->piece < c->bs) {
-		ns = want / 4 / c->piece;
-		ns = ns < 16 ? 16 : ns > MAX_BUFFERS ? MAX_BUFFERS : ns;
-	}
+	pool_counts(c->bs, want_bytes, &nb, &ns);
+	BUG_ON(c->piece != piece_size(c->bs));
 	pool_init(&c->big, c->bs, (uint32_t)nb);
 	pool_init(&c->small, ns ? c->piece : 0, (uint32_t)ns);
 	n = (uint32_t)(nb + ns);
@@ -1292,7 +1319,7 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 	c->dir = xstrdup(cfg->dir);
 	c->bucket = xstrdup(cfg->bucket ? cfg->bucket : "");
 	c->bs = bs;
-	c->piece = bs > CACHE_PIECE ? CACHE_PIECE : bs;
+	c->piece = piece_size(bs);
 	c->inner = cfg->inner;
 	c->inner_arg = cfg->inner_arg;
 	pthread_mutex_init(&c->q.lock, NULL);

@@ -287,6 +287,8 @@ def test_second_daemon_on_same_cache_dir_fails(mount, bucket, s3server, tmp_path
 @pytest.mark.parametrize("args,needle", [
     (["--cache-size", "2M"], "too small"),
     (["--block-size", "3M"], "power of two"),
+    # 4 x 8 MiB parts + a sixth of 36 MiB in 1 MiB blocks (6) + 16 pieces of 128 KiB (2)
+    (["--max-memory", "36M"], "at least 4 x --part-size + 8 MiB of cache io buffers (40 MiB)"),
 ])
 def test_bad_cache_options_fail_with_one_line(feedfs_bin, bucket, s3server, tmp_path, args, needle):
     mnt = str(tmp_path / "m")
@@ -296,6 +298,22 @@ def test_bad_cache_options_fail_with_one_line(feedfs_bin, bucket, s3server, tmp_
     err = cp.stderr.decode()
     assert cp.returncode in (1, 2) and needle in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("mem,io_mib,budget_mib", [
+    ([], 80, 432),                    # default 512 MiB: 64 MiB of blocks + 16 of pieces
+    (["--max-memory", "40M"], 8, 32),  # the smallest a cache mount with 8 MiB parts takes
+], ids=["default", "40M"])
+def test_cache_io_buffers_come_out_of_max_memory(mount, bucket, tmp_path, mem, io_mib, budget_mib):
+    # Readahead gets what the cache's io buffers leave of --max-memory, and
+    # reads still return the right bytes.
+    m = mount(bucket, "", "--cache-dir", str(tmp_path / "c"), *BS, *mem)
+    assert read_all(m) == expected()
+    umount(m)
+    with open(m.log, errors="replace") as f:
+        log = f.read()
+    want = "io buffers %d MiB of --max-memory, readahead budget %d MiB" % (io_mib, budget_mib)
+    assert want in log, log
 
 
 def test_cache_dir_under_a_file_fails(feedfs_bin, bucket, s3server, tmp_path):
