@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,8 @@ static const char help_text[] =
 "    read-only; every write answers EROFS. By default feedfs becomes a daemon\n"
 "    and returns once the mount is ready (exit 0), or prints one line saying\n"
 "    why it could not mount. Unmount with 'fusermount3 -u MOUNTPOINT', 'umount'\n"
-"    or SIGTERM/SIGINT/SIGHUP to the daemon.\n"
+"    or SIGTERM/SIGINT/SIGHUP to the daemon (SIGHUP not when it was started\n"
+"    with SIGHUP ignored, as under nohup).\n"
 "\n"
 "OPTIONS\n"
 "    --endpoint-url URL     S3 endpoint, any S3-compatible store (default:\n"
@@ -908,6 +910,19 @@ static int run(struct options *o, int notify_fd)
 	if (!r.se)
 		return fail(notify_fd, &r, "cannot create the FUSE session (see the log)");
 	fs_set_session(r.fs, r.se);
+	/* libfuse installs its exit handlers only where a signal still has its
+	 * default action. A background job of a non-interactive shell (a CI
+	 * script's `feedfs ... &`) starts with SIGINT ignored and would then
+	 * ignore the SIGINT that --help says unmounts. SIGHUP keeps an inherited
+	 * "ignore": that is what nohup asks for. */
+	{
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigaction(SIGINT, &dfl, NULL);
+		sigaction(SIGTERM, &dfl, NULL);
+	}
 	if (fuse_set_signal_handlers(r.se) < 0)
 		return fail(notify_fd, &r, "cannot install signal handlers");
 	r.handlers = 1;

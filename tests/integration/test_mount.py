@@ -121,6 +121,25 @@ def test_bad_source_url(feedfs_bin, s3server, empty_dir):
     check_fails_fast(cp, secs, "s3://")
 
 
+def test_sigint_unmounts_even_when_started_with_sigint_ignored(mount, small_bucket):
+    # A background job of a non-interactive shell (`feedfs ... &` in a CI
+    # script) inherits SIGINT ignored; SIGINT must still unmount.
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        m = mount(small_bucket)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    with open("/proc/%d/status" % m.pids[0]) as f:
+        ign = int(next(l for l in f if l.startswith("SigIgn:")).split()[1], 16)
+    assert not ign & (1 << (signal.SIGINT - 1)), "daemon ignores SIGINT: SigIgn %x" % ign
+    os.kill(m.pids[0], signal.SIGINT)
+    deadline = time.monotonic() + 15
+    while (pid_alive(m.pids[0]) or is_mounted(m.path)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(m.pids[0]), "daemon still running 15 s after SIGINT"
+    assert not is_mounted(m.path)
+
+
 @pytest.mark.san
 def test_sigterm_unmounts_cleanly(feedfs_bin, s3server, small_bucket, empty_dir, tmp_path, request):
     log = str(tmp_path / "fg.log")
