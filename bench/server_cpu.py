@@ -19,6 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ab  # noqa: E402  (the A/B helper: paths, mount, umount)
+import bench  # noqa: E402  (its curl runner)
 
 OBJ = os.path.join(ab.DATA, "s3rver", ab.BUCKET, ab.NAME + "._S3rver_object")
 SIZE = os.path.getsize(OBJ)
@@ -38,20 +39,16 @@ def tot():
 
 
 def curls(url, ranges, par):
-    # par curl processes, each doing its share of ranges over one connection
+    # par curls, each doing its share of the ranges over one connection (bench.py's runner)
     cfgs = [[] for _ in range(par)]
     for i, (lo, hi) in enumerate(ranges):
         c = cfgs[i % par]
         if c:
             c.append("next")
         c += ['url = "%s"' % url, 'range = "%d-%d"' % (lo, hi), 'output = "/dev/null"']
-    ps = [subprocess.Popen(["curl", "-s", "-S", "--fail", "-K", "-"], stdin=subprocess.PIPE, text=True)
-          for _ in cfgs]
-    for p, c in zip(ps, cfgs):
-        p.stdin.write("\n".join(c) + "\n")
-        p.stdin.close()
-    for p in ps:
-        p.wait()
+    _, err = bench.parallel_curls(cfgs, 600)
+    if err:
+        sys.exit("curl: %s" % err)
 
 
 def measure(name, node, fn, fp=None):

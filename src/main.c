@@ -326,13 +326,13 @@ static void parse_source(const char *src, struct options *o)
 }
 
 /* The block cache's io buffers come out of --max-memory: a sixth of it for
- * block buffers, at most the cache's default of 64 MiB (reached at 384 MiB),
+ * block buffers, at most the cache's default (64 MiB, reached at 384 MiB),
  * and a quarter of that again for piece buffers. */
 static uint64_t cache_buffer_bytes(const struct options *o)
 {
 	uint64_t b = o->max_memory / 6;
 
-	return b < 64 * MIB ? b : 64 * MIB;
+	return b < CACHE_BUFFER_DEFAULT ? b : CACHE_BUFFER_DEFAULT;
 }
 
 /* Memory the block cache maps for its io buffers (0 without --cache-dir). */
@@ -720,6 +720,8 @@ static int run(struct options *o, int notify_fd)
 	struct warm_view warm_view;
 	char msg[PATH_MAX + 512], *mopts;
 	enum log_sink sink;
+	/* Readahead gets what --max-memory leaves after the cache's io buffers. */
+	uint64_t ra_budget = o->max_memory - io_reserve(o);
 	int e;
 
 	memset(&r, 0, sizeof(r));
@@ -808,7 +810,7 @@ static int run(struct options *o, int notify_fd)
 		return 0;
 	}
 
-	e = rd_budget_new(o->max_memory - io_reserve(o), &r.budget);
+	e = rd_budget_new(ra_budget, &r.budget);
 	if (e < 0) {
 		snprintf(msg, sizeof(msg), "memory budget: %s", strerror(-e));
 		return fail(notify_fd, &r, msg);
@@ -856,14 +858,10 @@ static int run(struct options *o, int notify_fd)
 				 cs.direct_io ? ", O_DIRECT" : "",
 				 cs.recovered_unclean ? ", recovered after a crash" : "",
 				 (unsigned long long)(io_reserve(o) / MIB),
-				 (unsigned long long)((o->max_memory - io_reserve(o)) / MIB));
+				 (unsigned long long)(ra_budget / MIB));
 		}
 	}
-	{
-		uint64_t quarter = (o->max_memory - io_reserve(o)) / 4;
-
-		rcfg.max_window = 64 * MIB < quarter ? 64 * MIB : quarter;
-	}
+	rcfg.max_window = 64 * MIB < ra_budget / 4 ? 64 * MIB : ra_budget / 4;
 	{
 		/* Readahead across files sits on top: it wraps whatever the read
 		 * path fetches through (the cache, or S3), so prefetched files are

@@ -37,6 +37,7 @@
 #define CACHE_BLOCK_MIN       (4u << 10)
 #define CACHE_BLOCK_MAX       (64u << 20)
 #define CACHE_PIECE           (128u << 10)   /* unit of a block read in part (random readers) */
+#define CACHE_BUFFER_DEFAULT  (64ull << 20)  /* block io buffers when buffer_bytes is 0 */
 #define CACHE_MIN_SLOTS       4u
 #define CACHE_DISK_RESERVE_PCT 5u            /* always leave this much of the disk free */
 
@@ -47,7 +48,7 @@ struct cache_config {
 	const char *bucket;         /* part of every block's identity; NULL: "" */
 	rd_fetch_fn inner;          /* s3_get_async in production */
 	void *inner_arg;
-	uint64_t buffer_bytes;      /* io buffers (registered); 0: 64 MiB, >= 4 blocks */
+	uint64_t buffer_bytes;      /* io buffers (registered); 0: CACHE_BUFFER_DEFAULT, >= 4 blocks */
 	int clear;                  /* --cache-clear: drop all cached blocks at start */
 	int no_direct;              /* never use O_DIRECT (tests); default: try it */
 };

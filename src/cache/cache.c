@@ -58,7 +58,6 @@
 #define RING_ENTRIES 512u
 #define MAX_BUFFERS 256u
 #define INFLIGHT_BUCKETS 1024u
-#define DEFAULT_BUFFER_BYTES (64ull << 20)
 #define SIZE_UNKNOWN UINT64_MAX
 
 struct waiter {
@@ -1190,9 +1189,6 @@ static void pool_init(struct pool *pl, uint32_t size, uint32_t n)
 	pl->wait_tail = &pl->wait;
 }
 
-/* Two pools: blocks (want_bytes of them) and, when pieces are on, small
- * buffers of one piece (a quarter more) for pieces and small objects, so that
- * many of those can be in flight without holding a block-sized buffer each. */
 static uint32_t piece_size(uint32_t bs)
 {
 	return bs > CACHE_PIECE ? CACHE_PIECE : bs;
@@ -1203,7 +1199,7 @@ static uint32_t piece_size(uint32_t bs)
  * tells the caller exactly what cache_new will map. */
 static void pool_counts(uint32_t bs, uint64_t buffer_bytes, uint64_t *nb, uint64_t *ns)
 {
-	uint64_t want = buffer_bytes ? buffer_bytes : DEFAULT_BUFFER_BYTES;
+	uint64_t want = buffer_bytes ? buffer_bytes : CACHE_BUFFER_DEFAULT;
 	uint32_t piece = piece_size(bs);
 
 	*nb = want / bs;
@@ -1227,6 +1223,9 @@ uint64_t cache_io_bytes(uint32_t block_size, uint64_t buffer_bytes)
 	return nb * bs + ns * piece_size(bs);
 }
 
+/* Two pools: blocks (want_bytes of them) and, when pieces are on, small
+ * buffers of one piece (a quarter more) for pieces and small objects, so that
+ * many of those can be in flight without holding a block-sized buffer each. */
 static int setup_buffers(struct cache *c, uint64_t want_bytes)
 {
 	uint64_t nb, ns;
