@@ -853,6 +853,27 @@ def ceil_seq(url, size, streams, timeout):
     return {"value": size / 1e6 / el, "unit": "MB/s", "seconds": el, "error": err}
 
 
+def ceil_ranges(url, size, part, streams, timeout):
+    """streams curls, each fetching every streams-th range of `part` bytes back to back over one
+    connection: a readahead's request pattern with always `streams` GETs in flight."""
+    cfgs = [[] for _ in range(streams)]
+    for i, lo in enumerate(range(0, size, part)):
+        c = cfgs[i % streams]
+        if c:
+            c.append("next")
+        c += ['url = "%s"' % url, 'range = "%d-%d"' % (lo, min(lo + part, size) - 1), 'output = "/dev/null"']
+    el, err = parallel_curls(cfgs, timeout)
+    return {"value": size / 1e6 / el, "unit": "MB/s", "seconds": el, "error": err}
+
+
+# The sequential ceiling: curl over long ranges (1, 4, 8 streams) and over 8 MiB ranges 8 at a time;
+# the best of them is the ceiling a client is compared with.
+SEQ_CEILINGS = (("1 stream", lambda u, n, t: ceil_seq(u, n, 1, t)),
+                ("4 streams", lambda u, n, t: ceil_seq(u, n, 4, t)),
+                ("8 streams", lambda u, n, t: ceil_seq(u, n, 8, t)),
+                ("8MiB ranges x8", lambda u, n, t: ceil_ranges(u, n, 8 * MiB, 8, t)))
+
+
 def ceil_small(base, keys, clients, timeout):
     cfgs = [[] for _ in range(clients)]
     for i, k in enumerate(keys):
@@ -912,6 +933,7 @@ class Run:
         self.server, self.mans = server, mans
         self.results = []
         self.verify = []
+        self.paired = []        # W1 ceilings measured just before each contender's cold pass
 
     def add(self, contender, workload, variant, phase, rep, res, rss=None):
         r = {"config": contender.name if hasattr(contender, "name") else contender,
@@ -934,6 +956,9 @@ class Run:
 
     # -- ceilings --------------------------------------------------------
     def ceilings(self, rep):
+        """The server's ceilings, each measurement from a cold page cache as every contender's cold
+        pass is (the server's store shares this machine's page cache: a pattern run after another
+        over the same object would read it from memory)."""
         srv = self.server
         base = srv.endpoint
         to = PASS_TIMEOUT
@@ -941,24 +966,41 @@ class Run:
         S = "server"
         if 1 in WORKLOADS and ml:
             url = "%s/%s/%s" % (base, B_LARGE, LARGE_NAME)
-            for s in (1, 4, 8):
-                self.add(S, 1, "%d stream%s" % (s, "s" if s > 1 else ""), "cold", rep, ceil_seq(url, ml["size"], s, to))
+            for name, fn in SEQ_CEILINGS:
+                drop_caches()       # each pattern from a cold server, as every contender's cold pass
+                self.add(S, 1, name, "cold", rep, fn(url, ml["size"], to))
         if 2 in WORKLOADS and me:
             keys = sorted(me["files"])
             random.Random(rep).shuffle(keys)
             keys = keys[:min(len(keys), 8000)]
             for c in (8, 16):
+                drop_caches()
                 self.add(S, 2, "%d clients" % c, "cold", rep, ceil_small("%s/%s" % (base, B_EPOCH), keys, c, to))
         if 3 in WORKLOADS and "tree" in self.mans:
+            drop_caches()
             self.add(S, 3, "ListObjectsV2", "cold", rep, ceil_list(srv, B_TREE, time.monotonic() + to))
         if 4 in WORKLOADS and ml:
             url = "%s/%s/%s" % (base, B_LARGE, LARGE_NAME)
             for bs, lab in ((4 * KiB, "4KiB"), (MiB, "1MiB")):
                 for c in (1, 8):
+                    drop_caches()
                     self.add(S, 4, "%s x%d" % (lab, c), "cold", rep, ceil_rand(url, ml["size"], bs, c, RAND_SECONDS))
         if 5 in WORKLOADS and me:
             keys = sorted(me["files"])
+            drop_caches()
             self.add(S, 5, "small object", "cold", rep, ceil_ttfb("%s/%s" % (base, B_EPOCH), keys[rep::max(1, len(keys) // 10)][:10]))
+
+    def paired_ceiling(self, c, rep):
+        """The sequential ceiling again, right before c's cold 1-reader pass: the server's disk
+        drifts over a long run, so W1's target is judged on the ratio to this one."""
+        ml = self.mans["large"]
+        url = "%s/%s/%s" % (self.server.endpoint, B_LARGE, LARGE_NAME)
+        for name, fn in SEQ_CEILINGS[1:]:       # one stream is never the best
+            drop_caches()
+            r = fn(url, ml["size"], PASS_TIMEOUT)
+            self.paired.append({"config": c.name, "rep": rep, "pattern": name, "value": r["value"],
+                                "error": r["error"]})
+            log("  %-12s W1  paired ceiling rep%d: curl %s %.1f MB/s" % (c.name, rep, name, r["value"]))
 
     # -- one contender, one rep -------------------------------------------
     def session(self, c, bucket, fn):
@@ -1010,6 +1052,8 @@ class Run:
                         self.verify.append({"config": c.name, "dataset": B_LARGE, **v})
                         if not v["ok"]:
                             raise Wrong(v["error"])
+                if readers == 1 and c.family != "disk":
+                    self.paired_ceiling(c, rep)
                 self.guarded(c, 1, "%d reader%s" % (readers, "s" if readers > 1 else ""), rep, f, B_LARGE)
         if 2 in WORKLOADS and me:
             for th in (8, 16):
@@ -1131,7 +1175,7 @@ def main():
         meta["busy_end"] = busy_snapshot()
         meta["duration_s"] = round(time.monotonic() - T_START, 1)
         meta["partial"] = partial
-        out = {"meta": meta, "results": run.results, "verification": run.verify}
+        out = {"meta": meta, "results": run.results, "verification": run.verify, "paired": run.paired}
         with open(path + ".tmp", "w") as f:
             json.dump(out, f, indent=1)
         os.replace(path + ".tmp", path)

@@ -5,7 +5,9 @@
 
 BENCHMARKS.md shows the newest full run without latency and the newest full
 run with LATENCY_MS; a QUICK run is shown only where no full run of its kind
-exists, and is labelled as a smoke run. Also prints the tables to stdout.
+exists, and is labelled as a smoke run. Subset runs (bench/results/subsets/, e.g. one
+workload re-measured) newer than those and of at least 3 repetitions follow them.
+Also prints the tables to stdout.
 """
 import glob
 import json
@@ -188,6 +190,36 @@ def ratio_rows(a):
     return rows
 
 
+def paired(a):
+    """W1 1 reader cold of each contender against the sequential ceiling measured just before that
+    pass (bench.py's paired_ceiling). Returns {config: [(rep, value, ceiling, best pattern), ...]}."""
+    out = {}
+    by = {}
+    for p in a.run.get("paired", []):
+        if not p.get("error") and p.get("value"):
+            by.setdefault((p["config"], p["rep"]), []).append((p["value"], p["pattern"]))
+    for r in a.run["results"]:
+        if (r["workload"], r["variant"], r["phase"]) != (1, "1 reader", "cold") or r.get("value") is None:
+            continue
+        if r.get("wrong") or not r.get("ok", True):
+            continue
+        ce = by.get((r["config"], r["rep"]))
+        if ce:
+            v, pat = max(ce)
+            out.setdefault(r["config"], []).append((r["rep"], r["value"], v, pat))
+    return out
+
+
+def paired_rows(a):
+    rows = []
+    for cfg, xs in paired(a).items():
+        rs = [v / c for _, v, c, _ in xs]
+        rows.append([cfg, "%.0f%%" % (statistics.median(rs) * 100),
+                     ", ".join("rep %d: %s of %s MB/s (%s) = %.0f%%" % (rep, fmt(v), fmt(c), pat, 100 * v / c)
+                               for rep, v, c, pat in xs)])
+    return rows
+
+
 def targets(a, latency):
     """The issue's targets, evaluated on feedfs with defaults (and its cache for the warm epoch)."""
     out = []
@@ -207,6 +239,14 @@ def targets(a, latency):
                 fmt(v) + " MB/s" if v is not None else a.cell(F, 1, "1 reader", "cold") or "not run",
                 "%s MB/s (%s)" % (fmt(ce[1]), ce[0]) if ce else "–",
                 "%.0f%%" % (r * 100) if r is not None else "–", verdict(None if r is None else r >= need)])
+    pr = paired(a).get(F)
+    if pr:
+        rs = [x[1] / x[2] for x in pr]
+        m = statistics.median(rs)
+        out.append(["same, against the ceiling measured just before each pass (median of %d ratios)" % len(rs),
+                    fmt(v) + " MB/s" if v is not None else "–",
+                    "best of curl 4 / 8 long ranges and 8 MiB ranges ×8, cold",
+                    "%.0f%% (%s)" % (m * 100, " / ".join("%.0f%%" % (100 * x) for x in rs)), verdict(m >= need)])
     if latency:
         rp = v / bp[1] if v is not None and bp and bp[1] else None
         out.append(["same, ≥ 3× best peer", fmt(v) + " MB/s" if v is not None else "–",
@@ -362,7 +402,7 @@ def charts(a, stem):
     return made
 
 
-def section(path):
+def section(path, title=None):
     run = load(path)
     a = Agg(run)
     m = run["meta"]
@@ -371,13 +411,13 @@ def section(path):
     lat = k.get("LATENCY_MS", 0)
     mach = m["machine"]
     v = m["versions"]
-    s = "### %s\n\n" % ("With LATENCY_MS=%g (first byte of every response held back %g ms)" % (lat, lat) if lat
-                         else "Local server, no added latency")
+    s = "### %s\n\n" % (title or ("With LATENCY_MS=%g (first byte of every response held back %g ms)" % (lat, lat)
+                                   if lat else "Local server, no added latency"))
     if k.get("QUICK"):
         s += ("> **QUICK smoke run** (SIZE_SCALE=%g, %d repetition(s)): proves the pipeline, not representative. "
               "Replace it with a full run.\n\n" % (k["SIZE_SCALE"], k["REPS"]))
     s += "- command: `%s`\n" % m["command"]
-    s += "- result file: `bench/results/%s`\n" % os.path.basename(path)
+    s += "- result file: `%s`\n" % os.path.relpath(path, ROOT)
     s += "- date: %s; duration %.1f min (dataset preparation %.0f s)\n" % (m["date"], m["duration_s"] / 60,
                                                                           m.get("dataset_prep_s", 0))
     s += "- machine: %s cores (%s), %s GiB RAM, kernel %s, %s\n" % (mach["nproc"], mach["cpu"], mach["mem_gib"],
@@ -408,6 +448,13 @@ def section(path):
     misses = [t for t in targets(a, lat > 0) if "MISS" in t[-1]]
     if misses:
         s += "\nfeedfs **misses %d target(s)** in this run: %s.\n" % (len(misses), "; ".join(t[0] for t in misses))
+    pr = paired_rows(a)
+    if pr:
+        s += ("\n#### Cold sequential read against the ceiling measured just before it\n\n"
+              "Right before each contender's 1-reader cold pass, curl reads the object from a cold page cache "
+              "with 4 and 8 long ranges and with 8 MiB ranges 8 at a time; the best of the three is that "
+              "pass's ceiling. The server's disk drifts over a long run, so this pairing is the fair ratio.\n\n")
+        s += md_table(["config", "median ratio", "per repetition"], pr)
     rr = ratio_rows(a)
     if rr:
         s += "\n#### feedfs against the best peer and the ceiling\n\n"
@@ -456,6 +503,14 @@ def pick_runs(given):
     return [chosen[k][0] for k in ("base", "lat") if k in chosen]
 
 
+def newer_subsets(runs):
+    """Runs in bench/results/subsets/ newer than every run shown, with at least 3 repetitions
+    (single-repetition checks stay in the folder, cited by the notes that use them)."""
+    shown = max((os.path.basename(p) for p in runs), default="")
+    return [p for p in sorted(glob.glob(os.path.join(RESULTS, "subsets", "*.json")))
+            if os.path.basename(p) > shown and load(p)["meta"]["knobs"].get("REPS", 1) >= 3]
+
+
 HEADER = open(os.path.join(HERE, "BENCHMARKS.head.md")).read() if os.path.exists(
     os.path.join(HERE, "BENCHMARKS.head.md")) else "# Benchmarks\n\n"
 
@@ -468,10 +523,20 @@ def main():
             raise SystemExit("no results in bench/results/")
         given = files[-1]
     body = ""
-    for p in pick_runs(given):
+    in_subsets = os.path.dirname(given) == os.path.join(RESULTS, "subsets")
+    runs = pick_runs(None if in_subsets else given)
+    for p in runs:
         sec, a = section(p)
         body += sec + "\n"
         if p == given:
+            print(sec)
+    for sub in newer_subsets(runs):
+        k = load(sub)["meta"]["knobs"]
+        sec, _ = section(sub, "Subset run, newer than the full run above: workloads %s, contenders %s" % (
+            ",".join(map(str, k["WORKLOADS"])),
+            ",".join(k["CONTENDERS"]) if isinstance(k["CONTENDERS"], list) else k["CONTENDERS"]))
+        body += sec + "\n"
+        if sub == given:
             print(sec)
     with open(MD, "w") as f:
         f.write(HEADER + "\n## Results\n\n" + body + open(os.path.join(HERE, "BENCHMARKS.tail.md")).read()

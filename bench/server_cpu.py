@@ -2,6 +2,7 @@
 """bench/server_cpu.py — where the cold sequential read loses to the server ceiling.
 
     bench/server_cpu.py FEEDFS_BIN [ROUNDS] [FEEDFS OPTIONS...]
+    COLD=1 bench/server_cpu.py ...      (every measurement from a dropped page cache)
 
 Over the s3rver and data that `make bench` prepared (build/bench/data), with the
 server's page cache WARM (the object is read once first, so the disk is out of the
@@ -9,7 +10,8 @@ picture), alternates ROUNDS times (default 2): curl with 8 long ranges (the benc
 ceiling), curl with 8 MiB ranges 8 and 4 at a time (feedfs's request pattern), and
 a `dd bs=1M` of the object through a fresh feedfs mount. Prints MB/s, the server's
 CPU (% of one core and CPU-seconds per GiB served), feedfs's CPU and how busy the
-machine was. Timing only; not a test; does not verify bytes (bench.py and ab.py do).
+machine was (iowait apart). With COLD=1 each measurement starts from a dropped page
+cache instead, as the bench's cold passes do, so s3rver reads its disk. Timing only; not a test; does not verify bytes (bench.py and ab.py do).
 Needs root (mounts).
 """
 import os
@@ -33,9 +35,14 @@ def cpu(pid):
         return 0.0
 
 
+COLD = os.environ.get("COLD", "") not in ("", "0")
+
+
 def tot():
+    """(all, idle, iowait) CPU-seconds of the machine so far."""
     v = list(map(int, open("/proc/stat").readline().split()[1:]))
-    return sum(v) / os.sysconf("SC_CLK_TCK"), (v[3] + v[4]) / os.sysconf("SC_CLK_TCK")
+    hz = os.sysconf("SC_CLK_TCK")
+    return sum(v) / hz, v[3] / hz, v[4] / hz
 
 
 def curls(url, ranges, par):
@@ -52,25 +59,29 @@ def curls(url, ranges, par):
 
 
 def measure(name, node, fn, fp=None):
+    if COLD:
+        ab.drop_caches()
     c0, f0 = cpu(node), (cpu(fp) if fp else 0)
-    t0, i0 = tot()
-    w0 = time.monotonic()
+    t0, i0, w0 = tot()
+    m0 = time.monotonic()
     fn()
-    el = time.monotonic() - w0
-    t1, i1 = tot()
+    el = time.monotonic() - m0
+    t1, i1, w1 = tot()
     dn = cpu(node) - c0
     df = (cpu(fp) - f0) if fp else 0
     gib = SIZE / (1 << 30)
-    r = (SIZE / el / 1e6, 100 * dn / el, dn / gib, 100 * df / el, 100 * ((t1 - t0) - (i1 - i0)) / el)
-    print("%-22s %5.0f MB/s  node %3.0f%%  node %.2f cpu-s/GiB  feedfs %3.0f%%  busy %3.0f%%/200" % ((name,) + r),
-          flush=True)
+    r = (SIZE / el / 1e6, 100 * dn / el, dn / gib, 100 * df / el,
+         100 * ((t1 - t0) - (i1 - i0) - (w1 - w0)) / el, 100 * (w1 - w0) / el)
+    print("%-22s %5.0f MB/s  node %3.0f%%  node %.2f cpu-s/GiB  feedfs %3.0f%%  busy %3.0f%%/200"
+          "  iowait %3.0f%%" % ((name,) + r), flush=True)
     return r
 
 
 def main():
     binary = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    subprocess.run(["cat", OBJ], stdout=subprocess.DEVNULL)      # server page cache warm
+    if not COLD:
+        subprocess.run(["cat", OBJ], stdout=subprocess.DEVNULL)      # server page cache warm
     port = ab.free_port()
     env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
     srv = subprocess.Popen([os.path.join(ab.ROOT, "tests/node_modules/.bin/s3rver"), "-d",
