@@ -9,7 +9,10 @@ For one change to the read path: alternates the two binaries ROUNDS times
   cold     a fresh mount, page cache dropped, `dd bs=1M` of the whole object;
   disk     the same with --cache-dir over a cache filled beforehand, page cache
            dropped (what the NVMe cache alone serves).
-Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks. Timing only; not a test. Needs root (drop_caches, mounts).
+Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks.
+Also prints the daemon's CPU-seconds per GiB read (user + system, from /proc),
+which is steadier than MB/s on a shared machine. Timing only; not a test.
+Needs root (drop_caches, mounts).
 """
 import json
 import os
@@ -50,6 +53,15 @@ def mount(binary, port, mnt, extra):
     subprocess.run([binary, "s3://" + BUCKET, mnt, "--endpoint-url", "http://127.0.0.1:%d" % port,
                     "--force-path-style", "--region", "us-east-1", "--log-file",
                     os.path.join(WORK, "feedfs.log")] + extra, env=env, check=True)
+
+
+def daemon_pid(binary):
+    return int(subprocess.check_output(["pgrep", "-n", "-f", os.path.basename(binary)]).split()[0])
+
+
+def cpu_s(pid):
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def umount(mnt):
@@ -101,19 +113,29 @@ def main():
         read_pass(os.path.join(mnt, NAME), samples)
         umount(mnt)
         res = {(b, k): [] for b in bins for k in ("cold", "disk")}
+        cpu = {(b, k): [] for b in bins for k in ("cold", "disk")}
+        gib = man["size"] / (1 << 30)
         for r in range(rounds):
             for b in (("old", "new") if r % 2 == 0 else ("new", "old")):
                 for kind, extra in (("cold", []), ("disk", cargs)):
                     mount(bins[b], port, mnt, extra)
+                    pid = daemon_pid(bins[b])
                     drop_caches()
+                    c0 = cpu_s(pid)
                     v = read_pass(os.path.join(mnt, NAME), samples)
+                    c = (cpu_s(pid) - c0) / gib
                     umount(mnt)
                     res[(b, kind)].append(v)
-                    print("round %d %-3s %-4s %7.1f MB/s" % (r + 1, b, kind, v), flush=True)
-        print("\nmedian (min-max) MB/s over %d rounds, %s vs %s:" % (rounds, bins["new"], bins["old"]))
+                    cpu[(b, kind)].append(c)
+                    print("round %d %-3s %-4s %7.1f MB/s  %.2f cpu-s/GiB" % (r + 1, b, kind, v, c), flush=True)
+        print("\nmedian (min-max) over %d rounds, %s vs %s:" % (rounds, bins["new"], bins["old"]))
         for kind in ("cold", "disk"):
             o, n = res[("old", kind)], res[("new", kind)]
-            print("  %-4s old %7.1f (%.0f-%.0f)  new %7.1f (%.0f-%.0f)  new/old %.2f" % (
+            print("  %-4s MB/s       old %7.1f (%.0f-%.0f)  new %7.1f (%.0f-%.0f)  new/old %.2f" % (
+                kind, statistics.median(o), min(o), max(o), statistics.median(n), min(n), max(n),
+                statistics.median(n) / statistics.median(o)))
+            o, n = cpu[("old", kind)], cpu[("new", kind)]
+            print("  %-4s cpu-s/GiB  old %7.2f (%.2f-%.2f)  new %7.2f (%.2f-%.2f)  new/old %.2f" % (
                 kind, statistics.median(o), min(o), max(o), statistics.median(n), min(n), max(n),
                 statistics.median(n) / statistics.median(o)))
     finally:

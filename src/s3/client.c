@@ -204,6 +204,7 @@ int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
 	c->max_attempts = cfg->max_retries > 0 ? cfg->max_retries : 10;
 	ho.ca_bundle = cfg->ca_bundle;
 	ho.max_connections = cfg->max_connections > 0 ? cfg->max_connections : 32;
+	c->get_recv_buf = s3_get_recv_buf(ho.max_connections);
 	ret = s3_http_new(&ho, &c->http);
 	if (ret)
 		goto fail;

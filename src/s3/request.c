@@ -463,7 +463,17 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	}
 	if (r->op == S3_OP_HEAD)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	if (r->op == S3_OP_GET && r->len >= (size_t)S3_BIG_GET)
+		curl_easy_setopt(e, CURLOPT_BUFFERSIZE, c->get_recv_buf);
 	return 0;
+}
+
+long s3_get_recv_buf(int max_connections)
+{
+	long per = S3_RECV_BUF_TOTAL / (max_connections > 0 ? max_connections : 1);
+
+	per = per > S3_RECV_BUF_MAX ? S3_RECV_BUF_MAX : per;
+	return per < S3_RECV_BUF_MIN ? S3_RECV_BUF_MIN : per;
 }
 
 static int transport_errno(CURLcode cc, int *retry)

@@ -84,6 +84,7 @@ struct s3_client {
 	int stall_timeout_ms;
 	int no_verify_tls;          /* cfg.no_verify_tls */
 	int max_attempts;
+	long get_recv_buf;          /* curl's receive buffer for large GETs, bytes */
 	atomic_uint_fast64_t n_requests, n_gets, n_heads, n_lists, n_retries, n_errors, n_bytes_in;
 };
 
@@ -184,6 +185,20 @@ int64_t s3_backoff_ms(int attempt, uint64_t rnd);
 
 #define S3_BACKOFF_BASE_MS 100
 #define S3_BACKOFF_CAP_MS 20000
+
+/*
+ * curl's receive buffer for GETs of at least S3_BIG_GET bytes. At curl's
+ * default (16 KiB) a 2 GiB read is 131,072 poll + recv rounds on the http
+ * thread; bigger reads cut that per-byte overhead. The buffer lives in each
+ * pooled easy handle (at most max_connections of them), so all of them
+ * together stay within S3_RECV_BUF_TOTAL: 256 KiB each up to 64 connections,
+ * less above, never below curl's default.
+ */
+#define S3_BIG_GET (1L << 20)
+#define S3_RECV_BUF_MAX (256L << 10)
+#define S3_RECV_BUF_MIN (16L << 10)
+#define S3_RECV_BUF_TOTAL (16L << 20)
+long s3_get_recv_buf(int max_connections);
 
 /* http.c */
 struct s3_http_opts {

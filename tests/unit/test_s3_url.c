@@ -1,7 +1,8 @@
 /*
  * test_s3_url — endpoints and addressing: default endpoints per store, path- vs
  * virtual-hosted style, dotted buckets, IPv6 and ports (URL, Host and the SigV4
- * canonical host), region discovery, ListObjects V1 parsing.
+ * canonical host), region discovery, ListObjects V1 parsing, and the size of
+ * curl's receive buffer for large GETs.
  */
 #include "harness.h"
 
@@ -303,6 +304,24 @@ static void t_v1_last_page_and_bad(void)
 	}
 }
 
+/* The receive buffer of large GETs: 256 KiB while all connections' buffers
+ * fit 16 MiB, less above, never under curl's own 16 KiB. */
+static void t_get_recv_buf_table(void)
+{
+	static const struct { int conns; long want; } cases[] = {
+		{ 0, 256 << 10 }, { 1, 256 << 10 }, { 32, 256 << 10 }, { 64, 256 << 10 },
+		{ 65, (16 << 20) / 65 }, { 128, 128 << 10 }, { 1024, 16 << 10 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		long got = s3_get_recv_buf(cases[i].conns);
+
+		CHECK_EQ_INT(got, cases[i].want);
+		CHECK(cases[i].conns < 2 || got * cases[i].conns <= S3_RECV_BUF_TOTAL ||
+		      got == S3_RECV_BUF_MIN);
+	}
+}
+
 static const struct test tests[] = {
 	TEST(t_default_endpoints),
 	TEST(t_path_style_rules),
@@ -313,6 +332,7 @@ static const struct test tests[] = {
 	TEST(t_v1_next_marker),
 	TEST(t_v1_no_next_marker),
 	TEST(t_v1_last_page_and_bad),
+	TEST(t_get_recv_buf_table),
 	{0},
 };
 
