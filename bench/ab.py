@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """bench/ab.py — two feedfs binaries side by side on the bench's 2 GiB object.
 
-    bench/ab.py OLD_BIN NEW_BIN [ROUNDS]
+    [READERS=N] bench/ab.py OLD_BIN NEW_BIN [ROUNDS]
 
 For one change to the read path: alternates the two binaries ROUNDS times
 (default 3) over the same s3rver and data that `make bench` prepared
 (build/bench/data), and prints the median and range of
-  cold     a fresh mount, page cache dropped, `dd bs=1M` of the whole object;
+  cold     a fresh mount, page cache dropped, the whole object read in 1 MiB
+           reads (by READERS threads, each its own slice; default 1);
   disk     the same with --cache-dir over a cache filled beforehand, page cache
            dropped (what the NVMe cache alone serves).
 Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks.
@@ -14,6 +15,7 @@ Also prints the daemon's CPU-seconds per GiB read (user + system, from /proc),
 which is steadier than MB/s on a shared machine. Timing only; not a test.
 Needs root (drop_caches, mounts).
 """
+import concurrent.futures as cf
 import json
 import os
 import shutil
@@ -69,19 +71,33 @@ def umount(mnt):
     time.sleep(0.5)
 
 
+READERS = int(os.environ.get("READERS", "1"))
+
+
 def read_pass(path, samples):
-    """MB/s of a sequential 1 MiB read of path; checks the sampled blocks."""
+    """MB/s of a sequential 1 MiB read of path by READERS threads, each reading its own
+    slice (as bench.py's W1 with 4 readers); checks the sampled blocks."""
     got = {}
+    size = os.path.getsize(path)
+    nmib = (size + MIB - 1) // MIB
+    bounds = [(nmib * i // READERS, nmib * (i + 1) // READERS) for i in range(READERS)]
+
+    def reader(lo, hi):
+        n = 0
+        with open(path, "rb", buffering=0) as f:
+            f.seek(lo * MIB)
+            for i in range(lo, hi):
+                b = f.read(MIB)
+                if not b:
+                    break
+                if i in samples:
+                    got[i] = zlib.crc32(b)
+                n += len(b)
+        return n
+
     t0 = time.monotonic()
-    n = 0
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            b = f.read(MIB)
-            if not b:
-                break
-            if n // MIB in samples:
-                got[n // MIB] = zlib.crc32(b)
-            n += len(b)
+    with cf.ThreadPoolExecutor(READERS) as ex:
+        n = sum(ex.map(lambda b: reader(*b), bounds))
     dt = time.monotonic() - t0
     bad = [i for i, c in samples.items() if got.get(i) != c]
     if bad:

@@ -126,7 +126,8 @@ static const char help_text[] =
 "    --part-size SIZE       bytes per ranged GET, 1MiB..256MiB (default 8MiB)\n"
 "    --max-memory SIZE      memory for in-flight and readahead buffers and, with\n"
 "                           --cache-dir, the cache's io buffers (80MiB at the\n"
-"                           default); at least 4 x part size (default 512MiB)\n"
+"                           default); at least 4 x part size (default 512MiB);\n"
+"                           readahead of all files stays within 64MiB per CPU\n"
 "    --metadata-ttl SECONDS how long attributes, names and listings are trusted\n"
 "                           (default 60); changes in the bucket show after it\n"
 "    --negative-ttl SECONDS how long a missing name is remembered (default 5)\n"
@@ -861,7 +862,25 @@ static int run(struct options *o, int notify_fd)
 				 (unsigned long long)(ra_budget / MIB));
 		}
 	}
-	rcfg.max_window = 64 * MIB < ra_budget / 4 ? 64 * MIB : ra_budget / 4;
+	{
+		/* Readahead of all streams together: 64 MiB per CPU, at most the
+		 * budget. Bytes fetched far ahead of the reader are copied to
+		 * the kernel long after they were written, from memory rather
+		 * than cache, and the first touch of every buffer faults: on a
+		 * 2-CPU machine 4 cold streams read 1.17x faster with 0.62x the
+		 * CPU per GiB at 128 MiB than at 432 (bench/ab.py, figures in
+		 * BENCHMARKS.md). Demand reads may still use the whole budget. */
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		uint64_t ahead = (uint64_t)(ncpu > 0 ? ncpu : 1) * 64 * MIB;
+
+		rcfg.max_ahead = ahead < ra_budget ? ahead : ra_budget;
+		rcfg.max_window = 64 * MIB < rcfg.max_ahead / 4 ? 64 * MIB : rcfg.max_ahead / 4;
+		log_info(TAG, "readahead: up to %llu MiB per stream, %llu MiB for all "
+			 "streams together (%ld CPUs), of a %llu MiB budget",
+			 (unsigned long long)(rcfg.max_window / MIB),
+			 (unsigned long long)(rcfg.max_ahead / MIB), ncpu,
+			 (unsigned long long)(ra_budget / MIB));
+	}
 	{
 		/* Readahead across files sits on top: it wraps whatever the read
 		 * path fetches through (the cache, or S3), so prefetched files are

@@ -72,6 +72,10 @@ struct rd_config {
 	struct rd_budget *budget;
 	uint64_t part_size;         /* max bytes per GET; default 8 MiB */
 	uint64_t max_window;        /* readahead cap; default 64 MiB, clamped to budget/4 */
+	uint64_t max_ahead;         /* readahead of all streams together: a stream issues
+				     * readahead only while the budget's charged bytes
+				     * stay within this; 0: the budget's max. Demand
+				     * reads may still use the whole budget. */
 	uint64_t align;             /* segment alignment, a power of two: the cache's
 				     * block size, so blocks are fetched and cached
 				     * whole; 0: 64 KiB. part_size is rounded up to it. */

@@ -91,6 +91,23 @@ int rd_budget_take(struct rd_budget *b, uint64_t n, int wait)
 	return 0;
 }
 
+int rd_budget_take_within(struct rd_budget *b, uint64_t n, uint64_t limit)
+{
+	int rc = -EAGAIN;
+
+	if (limit > b->max)
+		limit = b->max;
+	pthread_mutex_lock(&b->mu);
+	if (b->used + n <= limit) {
+		b->used += n;
+		if (b->used > b->peak)
+			b->peak = b->used;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&b->mu);
+	return rc;
+}
+
 void rd_budget_give(struct rd_budget *b, uint64_t n)
 {
 	if (n == 0)

@@ -38,8 +38,9 @@
  *    behind the reader; random readers
  *    keep up to RD_MAX_SEGS segments (LRU) as a small cache.
  *
- * Budget and why demand reads cannot deadlock. Readahead takes budget with
- * wait == 0 and issues less when short. A demand GET is at most min(part,
+ * Budget and why demand reads cannot deadlock. Readahead takes budget without
+ * waiting, only while the charged total stays within cfg->max_ahead (all
+ * streams share it), and issues less when short. A demand GET is at most min(part,
  * budget max) bytes and waits for budget WITHOUT holding the file lock; while
  * it waits, rd_budget_take() reclaims DONE segments nobody waits on, from any
  * open file (this one included; trylock only). Every charged byte is in one of:
@@ -103,6 +104,7 @@ struct rd_file {
 	size_t key_len;
 	char *etag;
 	uint64_t size, part, max_window, win_min, align, ralign;
+	uint64_t max_ahead;             /* readahead only while the budget is within this */
 	uint64_t seq_back;              /* RD_SEQ_BACK, or two blocks when larger */
 	struct rd_budget_client bc;
 
@@ -298,7 +300,8 @@ static uint64_t issue_range(struct rd_file *f, uint64_t a, uint64_t b)
 		}
 		gap_bounds(f, s, &lo, &hi);
 		n = min_u64(min_u64(hi, b) - pos, f->part);
-		if (rd_budget_take(f->budget, n, 0) < 0 || seg_issue(f, pos, n) < 0)
+		if (rd_budget_take_within(f->budget, n, f->max_ahead) < 0 ||
+		    seg_issue(f, pos, n) < 0)
 			break;
 		pos += n;
 	}
@@ -525,6 +528,7 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	 * can straggle in up to one part (plus one max_read) behind the furthest
 	 * one: keep that much behind the stream and call such reads sequential. */
 	f->seq_back = max_u64(max_u64(RD_SEQ_BACK, 2 * f->align), f->part + RD_WINDOW_MIN);
+	f->max_ahead = cfg->max_ahead ? min_u64(cfg->max_ahead, bmax) : bmax;
 	f->max_window = cfg->max_window ? cfg->max_window : RD_WINDOW_MAX_DEFAULT;
 	f->max_window = max_u64(min_u64(f->max_window, bmax / 4), 1);
 	f->win_min = min_u64(RD_WINDOW_MIN, f->max_window);

@@ -36,6 +36,9 @@ struct rd_budget {
 	struct rd_budget_client clients;    /* sentinel of a circular list */
 };
 
+/* Take n bytes only if the charged total stays within limit (and max); never
+ * waits or reclaims. 0 or -EAGAIN. Readahead's way to share a smaller cap. */
+int rd_budget_take_within(struct rd_budget *b, uint64_t n, uint64_t limit);
 void rd_budget_register(struct rd_budget *b, struct rd_budget_client *c);
 /* After this returns no reclaim_fn call on c is running or will start. */
 void rd_budget_unregister(struct rd_budget *b, struct rd_budget_client *c);

@@ -314,6 +314,11 @@ def test_cache_io_buffers_come_out_of_max_memory(mount, bucket, tmp_path, mem, i
         log = f.read()
     want = "io buffers %d MiB of --max-memory, readahead budget %d MiB" % (io_mib, budget_mib)
     assert want in log, log
+    # Readahead of all streams shares 64 MiB per CPU of that budget; a stream a quarter.
+    cap = min(64 * os.cpu_count(), budget_mib)
+    want = "readahead: up to %d MiB per stream, %d MiB for all streams together (%d CPUs), " \
+           "of a %d MiB budget" % (min(64, cap // 4), cap, os.cpu_count(), budget_mib)
+    assert want in log, log
 
 
 def test_cache_dir_under_a_file_fails(feedfs_bin, bucket, s3server, tmp_path):

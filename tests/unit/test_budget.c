@@ -73,6 +73,25 @@ static void t_take_give_table(void)
 	alarm(0);
 }
 
+/* take_within: only while the charged total stays within the limit (never
+ * beyond max), without waiting. */
+static void t_take_within(void)
+{
+	struct rd_budget *b;
+
+	wd_arm(10);
+	CHECK_EQ_INT(rd_budget_new(100, &b), 0);
+	CHECK_EQ_INT(rd_budget_take_within(b, 30, 40), 0);
+	CHECK_EQ_INT(rd_budget_take_within(b, 20, 40), -EAGAIN);   /* 50 > 40 */
+	CHECK_EQ_INT(rd_budget_take_within(b, 10, 40), 0);         /* exactly 40 */
+	CHECK_EQ_INT(rd_budget_take(b, 60, 0), 0);                 /* demand: up to max */
+	CHECK_EQ_INT(rd_budget_take_within(b, 1, 1000), -EAGAIN);  /* limit > max: max */
+	CHECK_EQ_INT(rd_budget_used(b), 100);
+	rd_budget_give(b, 100);
+	rd_budget_destroy(b);
+	alarm(0);
+}
+
 struct waiter { struct rd_budget *b; uint64_t n; atomic_int done; };
 
 static void *waiter_main(void *arg)
@@ -193,6 +212,7 @@ static void t_concurrent_never_over(void)
 static const struct test tests[] = {
 	TEST(t_new_rejects_zero),
 	TEST(t_take_give_table),
+	TEST(t_take_within),
 	TEST(t_wait_woken_by_give),
 	TEST(t_wait_reclaims_idle),
 	TEST(t_concurrent_never_over),

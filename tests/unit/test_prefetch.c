@@ -445,6 +445,66 @@ static void t_sequential_window_grows(void)
 	alarm(0);
 }
 
+/* Readahead of all streams shares cfg.max_ahead: 4 streams over a large
+ * budget stay within it (plus one demand part each), with every byte right;
+ * the same streams without the cap use far more. */
+struct capped { struct obj o; atomic_int bad; };
+
+static void *capped_main(void *arg)
+{
+	struct capped *c = arg;
+	char *buf = malloc(MiB);
+
+	for (uint64_t off = 0; off < c->o.size; off += MiB)
+		if (!read_ok(&c->o, off, MiB, buf))
+			atomic_fetch_add(&c->bad, 1);
+	free(buf);
+	return NULL;
+}
+
+static uint64_t capped_peak(uint64_t max_ahead)
+{
+	struct env e;
+	struct capped c[4];
+	pthread_t th[4];
+	uint64_t peak;
+
+	env_init(&e, 512 * MiB, 1000);
+	e.cfg.max_ahead = max_ahead;
+	for (int i = 0; i < 4; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "cap%d", i);
+		c[i].o = env_open(&e, key, 100 * MiB + (uint64_t)i * 4099);
+		atomic_init(&c[i].bad, 0);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_create(&th[i], NULL, capped_main, &c[i]);
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ_INT(atomic_load(&c[i].bad), 0);
+		rd_close(c[i].o.f);
+	}
+	peak = rd_budget_peak(e.b);
+	env_fini(&e);
+	return peak;
+}
+
+static void t_readahead_shares_max_ahead(void)
+{
+	uint64_t capped, free_run;
+
+	wd_arm(120);
+	capped = capped_peak(24 * MiB);
+	free_run = capped_peak(0);
+	if (capped > 24 * MiB + 4 * 8 * MiB || free_run <= 24 * MiB + 4 * 8 * MiB)
+		fprintf(stderr, "  peak %llu MiB with the cap, %llu MiB without\n",
+			(unsigned long long)(capped / MiB), (unsigned long long)(free_run / MiB));
+	CHECK(capped <= 24 * MiB + 4 * 8 * MiB);
+	CHECK(free_run > 24 * MiB + 4 * 8 * MiB);
+	alarm(0);
+}
+
 /* The kernel's parallel, reordered reads on one file: like the kernel, the
  * threads take the next 128 KiB in order from a shared cursor, so they run at
  * most a few reads apart but finish in any order. Still one stream. */
@@ -907,6 +967,7 @@ static const struct test tests[] = {
 	TEST(t_small_object_once),
 	TEST(t_sequential_window_grows),
 	TEST(t_parallel_reads_one_file),
+	TEST(t_readahead_shares_max_ahead),
 	TEST(t_random_fetches_little),
 	TEST(t_demand_capped_at_part),
 	TEST(t_tiny_budget_16_readers),
