@@ -21,18 +21,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ab  # noqa: E402  (the A/B helper: paths, mount, umount)
-import bench  # noqa: E402  (its curl runner)
+import bench  # noqa: E402  (its sequential ceilings)
 
 OBJ = os.path.join(ab.DATA, "s3rver", ab.BUCKET, ab.NAME + "._S3rver_object")
 SIZE = os.path.getsize(OBJ)
-
-
-def cpu(pid):
-    try:
-        f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
-        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-    except OSError:
-        return 0.0
 
 
 COLD = os.environ.get("COLD", "") not in ("", "0")
@@ -45,30 +37,23 @@ def tot():
     return sum(v) / hz, v[3] / hz, v[4] / hz
 
 
-def curls(url, ranges, par):
-    # par curls, each doing its share of the ranges over one connection (bench.py's runner)
-    cfgs = [[] for _ in range(par)]
-    for i, (lo, hi) in enumerate(ranges):
-        c = cfgs[i % par]
-        if c:
-            c.append("next")
-        c += ['url = "%s"' % url, 'range = "%d-%d"' % (lo, hi), 'output = "/dev/null"']
-    _, err = bench.parallel_curls(cfgs, 600)
-    if err:
-        sys.exit("curl: %s" % err)
+def curl_pass(res):
+    """res: what bench.py's ceil_seq / ceil_ranges returned; a failed curl ends the probe."""
+    if res["error"]:
+        sys.exit("curl: %s" % res["error"])
 
 
 def measure(name, node, fn, fp=None):
     if COLD:
         ab.drop_caches()
-    c0, f0 = cpu(node), (cpu(fp) if fp else 0)
+    c0, f0 = ab.cpu_s(node), (ab.cpu_s(fp) if fp else 0)
     t0, i0, w0 = tot()
     m0 = time.monotonic()
     fn()
     el = time.monotonic() - m0
     t1, i1, w1 = tot()
-    dn = cpu(node) - c0
-    df = (cpu(fp) - f0) if fp else 0
+    dn = ab.cpu_s(node) - c0
+    df = (ab.cpu_s(fp) - f0) if fp else 0
     gib = SIZE / (1 << 30)
     r = (SIZE / el / 1e6, 100 * dn / el, dn / gib, 100 * df / el,
          100 * ((t1 - t0) - (i1 - i0) - (w1 - w0)) / el, 100 * (w1 - w0) / el)
@@ -93,15 +78,13 @@ def main():
     try:
         time.sleep(3)
         node = int(subprocess.check_output(["pgrep", "-n", "node"]).split()[0])
-        long8 = [(i * SIZE // 8, (i + 1) * SIZE // 8 - 1) for i in range(8)]
         p8 = 8 << 20
-        short = [(o, o + p8 - 1) for o in range(0, SIZE, p8)]
         for _ in range(rounds):
-            measure("curl 8 long ranges", node, lambda: curls(url, long8, 8))
-            measure("curl 8MiB ranges x8", node, lambda: curls(url, short, 8))
-            measure("curl 8MiB ranges x4", node, lambda: curls(url, short, 4))
+            measure("curl 8 long ranges", node, lambda: curl_pass(bench.ceil_seq(url, SIZE, 8, 600)))
+            measure("curl 8MiB ranges x8", node, lambda: curl_pass(bench.ceil_ranges(url, SIZE, p8, 8, 600)))
+            measure("curl 8MiB ranges x4", node, lambda: curl_pass(bench.ceil_ranges(url, SIZE, p8, 4, 600)))
             ab.mount(binary, port, mnt, sys.argv[3:])
-            fp = int(subprocess.check_output(["pgrep", "-n", "-f", os.path.basename(binary)]).split()[0])
+            fp = ab.daemon_pid(binary)
             measure("feedfs dd bs=1M", node,
                     lambda: subprocess.run(["dd", "if=" + os.path.join(mnt, ab.NAME), "of=/dev/null", "bs=1M"],
                                            stderr=subprocess.DEVNULL), fp)

@@ -60,6 +60,14 @@ static void budget_reclaim_locked(struct rd_budget *b, uint64_t n)
 	}
 }
 
+/* b->mu held, n fits: charge it. */
+static void charge_locked(struct rd_budget *b, uint64_t n)
+{
+	b->used += n;
+	if (b->used > b->peak)
+		b->peak = b->used;
+}
+
 /*
  * Take n bytes. Returns 0; -EAGAIN when wait == 0 and they are not free now;
  * -EINVAL when n > max (it could never be satisfied: callers cap requests).
@@ -84,9 +92,7 @@ int rd_budget_take(struct rd_budget *b, uint64_t n, int wait)
 		util_cond_wait_ms(&b->cond, &b->mu, BUDGET_RECHECK_MS);
 		b->waiters--;
 	}
-	b->used += n;
-	if (b->used > b->peak)
-		b->peak = b->used;
+	charge_locked(b, n);
 	pthread_mutex_unlock(&b->mu);
 	return 0;
 }
@@ -99,9 +105,7 @@ int rd_budget_take_within(struct rd_budget *b, uint64_t n, uint64_t limit)
 		limit = b->max;
 	pthread_mutex_lock(&b->mu);
 	if (b->used + n <= limit) {
-		b->used += n;
-		if (b->used > b->peak)
-			b->peak = b->used;
+		charge_locked(b, n);
 		rc = 0;
 	}
 	pthread_mutex_unlock(&b->mu);
