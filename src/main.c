@@ -517,6 +517,13 @@ static int fetch_s3(void *arg, const char *key, size_t key_len, const char *if_m
 	return s3_get_async(arg, key, key_len, if_match, off, len, buf, done, done_arg);
 }
 
+/* rd_cancel_fn over the S3 client. When the note cannot be queued (no memory,
+ * shutting down) the GET just runs to its end. */
+static void cancel_s3(void *arg, rd_fetch_done_fn done, void *done_arg)
+{
+	(void)s3_get_cancel(arg, done, done_arg);
+}
+
 struct warm_view {
 	struct s3_client *s3;
 	const char *prefix;
@@ -627,10 +634,11 @@ static void log_io_stats(struct running *r)
 	if (r->s3) {
 		s3_client_stats(r->s3, &s);
 		log_info("s3", "requests %llu, gets %llu, heads %llu, lists %llu, retries %llu, "
-			 "errors %llu, bytes in %llu", (unsigned long long)s.requests,
+			 "errors %llu, cancelled %llu, bytes in %llu", (unsigned long long)s.requests,
 			 (unsigned long long)s.gets, (unsigned long long)s.heads,
 			 (unsigned long long)s.lists, (unsigned long long)s.retries,
-			 (unsigned long long)s.errors, (unsigned long long)s.bytes_in);
+			 (unsigned long long)s.errors, (unsigned long long)s.cancelled,
+			 (unsigned long long)s.bytes_in);
 	}
 	if (r->cache) {
 		struct cache_stats c;
@@ -819,6 +827,12 @@ static int run(struct options *o, int notify_fd)
 	memset(&rcfg, 0, sizeof(rcfg));
 	rcfg.fetch = fetch_s3;
 	rcfg.fetch_arg = r.s3;
+	/* Readahead a seek leaves behind is cancelled at S3; with the cache on
+	 * the read path's GETs are the cache's (they fill blocks worth keeping),
+	 * so cancel is cleared there. Across-file readahead (below) passes these
+	 * GETs' done and done_arg to the inner fetch untouched. */
+	rcfg.cancel = cancel_s3;
+	rcfg.cancel_arg = r.s3;
 	rcfg.budget = r.budget;
 	rcfg.part_size = o->part_size;
 	if (o->cache_dir) {
@@ -842,6 +856,7 @@ static int run(struct options *o, int notify_fd)
 		/* Every GET of the read path goes through the cache, which knows the
 		 * object size and caches whole blocks: a stream's segments are aligned
 		 * to them, a random read's only to the cache's pieces. */
+		rcfg.cancel = NULL;
 		rcfg.fetch = NULL;
 		rcfg.fetch_sized = cache_rd_fetch_sized;
 		rcfg.fetch_arg = r.cache;

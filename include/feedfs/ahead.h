@@ -14,7 +14,9 @@
  *    entry is answered from it: the bytes are copied and the entry is freed
  *    (a dataset file is read once per epoch; the page cache and the block
  *    cache keep it after that). A request that finds the entry still in flight
- *    joins it. Anything else goes to the inner fetch untouched.
+ *    joins it. Anything else goes to the inner fetch untouched, with the
+ *    caller's own done and done_arg, so the caller may cancel it there
+ *    (rd_config.cancel names the inner fetch's cancel).
  *  - Never wrong bytes: an entry serves only requests naming the same ETag,
  *    and its GET was made with If-Match on that ETag (a changed object fails
  *    it, and the joined requests get that error, -ESTALE).

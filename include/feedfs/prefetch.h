@@ -16,8 +16,11 @@
  *  - A random reader fetches only the bytes it asks for (rounded out to 64 KiB,
  *    or to cfg->random_align: the cache's piece size when the cache is on), and its
  *    window resets. Readahead chunks end on the same alignment.
- *  - Segments behind the reader are freed; on a seek, segments no longer wanted
- *    are dropped (a GET in flight finishes into its buffer, which is then freed).
+ *  - Segments behind the reader are freed; on a seek, the stream's readahead
+ *    that is no longer wanted is dropped, and its GETs still in flight are
+ *    cancelled through cfg->cancel when there is one (without it, or when a
+ *    GET was nearly done, it finishes into its buffer, which is then freed).
+ *    rd_close cancels the same way before it waits for its GETs.
  * Every segment buffer is charged to the budget before its GET is issued.
  * Readahead never waits for budget: it just issues less. A demand read asks for
  * at most min(part_size, budget max) bytes and waits for them without holding
@@ -65,10 +68,21 @@ typedef int (*rd_fetch_sized_fn)(void *fetch_arg, const char *key, size_t key_le
 				 const char *if_match, uint64_t obj_size, uint64_t off,
 				 size_t len, void *buf, rd_fetch_done_fn done, void *done_arg);
 
+/* Ask the fetch that was given (done, done_arg) to end early: its done still
+ * runs exactly once, later and never on the calling thread (it is called with
+ * the file locked), with -ECANCELED or with its full result. Called only
+ * before that done has run. Same contract as s3_get_cancel (see s3.h). */
+typedef void (*rd_cancel_fn)(void *cancel_arg, rd_fetch_done_fn done, void *done_arg);
+
 struct rd_config {
 	rd_fetch_fn fetch;              /* used when fetch_sized is NULL */
 	rd_fetch_sized_fn fetch_sized;  /* preferred when set (block cache on) */
 	void *fetch_arg;                /* passed to whichever of the two is used */
+	rd_cancel_fn cancel;            /* optional: NULL, GETs run to their end. Must
+					 * reach the fetch that received seg_done's
+					 * done_arg untouched (fetch layers between
+					 * pass it through) */
+	void *cancel_arg;
 	struct rd_budget *budget;
 	uint64_t part_size;         /* max bytes per GET; default 8 MiB */
 	uint64_t max_window;        /* readahead cap; default 64 MiB, clamped to budget/4 */

@@ -75,6 +75,7 @@ struct s3_list_page {
 /* Counters for tests and logs (monotonic, read with relaxed atomics). */
 struct s3_stats {
 	uint64_t requests, gets, heads, lists, retries, errors, bytes_in;
+	uint64_t cancelled;         /* GETs ended early by s3_get_cancel */
 };
 
 /* Default endpoint of a store for a region (malloc'd):
@@ -122,6 +123,17 @@ typedef void (*s3_get_done_fn)(void *arg, ssize_t result);
 int s3_get_async(struct s3_client *c, const char *key, size_t key_len,
 		 const char *if_match, uint64_t off, size_t len, void *buf,
 		 s3_get_done_fn done, void *arg);
+
+/* Ask that the GET queued by s3_get_async with (done, arg) end early. Its
+ * done still runs exactly once, later, on the http thread: with -ECANCELED,
+ * or with its full result when it finished first or had at most
+ * S3_CANCEL_FINISH_BYTES (256 KiB) left to receive. Never calls done itself.
+ * The caller must not have seen done(arg) run before this call (so arg names
+ * that GET and no later one: the cancel reaches the http thread behind the
+ * GET it names and ahead of any GET submitted after it). A cancelled GET is
+ * not an error: not counted in errors, not logged. 0, or -errno when the note
+ * could not be queued (the GET then runs to its end). */
+int s3_get_cancel(struct s3_client *c, s3_get_done_fn done, void *arg);
 
 /* Blocking form of s3_get_async. Returns len or -errno. */
 ssize_t s3_get(struct s3_client *c, const char *key, size_t key_len,

@@ -13,7 +13,8 @@
  * Policy.
  *  - size <= part: the first read fetches the whole object as one GET.
  *  - Sequential detector: a read is part of the stream when it starts at most
- *    RD_SEQ_SKIP (while streaming: one window) past the furthest byte read
+ *    RD_SEQ_SKIP (while streaming: one window, at least one part plus
+ *    RD_WINDOW_MIN, which the kernel's readahead spans) past the furthest byte read
  *    so far, or inside held data while streaming, and no more than
  *    RD_SEQ_BACK before it (or anywhere inside held data while streaming):
  *    this absorbs the kernel's reordering of parallel 128 KiB..1 MiB reads.
@@ -34,6 +35,13 @@
  *    it from the block when that is cached, else fetches and keeps pieces.
  *    Cache hits come back through the same asynchronous fetch, so the window
  *    keeps several blocks' disk reads in flight just as it keeps GETs.
+ *  - When a stream ends (a random read), its readahead past the furthest byte
+ *    read is dropped, except what the new read needs (a forward seek skips
+ *    it, a backward one leaves it behind); with cfg->cancel (S3 without the
+ *    block cache) its GETs still in flight are detached and cancelled, so the
+ *    connections serve the new reads instead of bytes nobody wants. Without
+ *    it (the block cache: those blocks are worth caching) they stay and
+ *    finish. rd_close cancels every GET in flight the same way.
  *  - Streams free segments RD_SEQ_BACK (or two blocks, when larger)
  *    behind the reader; random readers
  *    keep up to RD_MAX_SEGS segments (LRU) as a small cache.
@@ -91,6 +99,7 @@ struct rd_seg {
 	enum seg_state state;
 	int err;                        /* SEG_ERR: -errno */
 	unsigned waiters;               /* readers blocked on it: pins it */
+	int cancelled;                  /* cancel asked for its GET */
 	uint64_t last_use;
 };
 
@@ -99,6 +108,8 @@ struct rd_file {
 	rd_fetch_fn fetch;
 	rd_fetch_sized_fn fetch_sized;
 	void *fetch_arg;
+	rd_cancel_fn cancel;
+	void *cancel_arg;
 	struct rd_budget *budget;
 	char *key;
 	size_t key_len;
@@ -173,12 +184,25 @@ static uint64_t seg_put_locked(struct rd_seg *s)
 	return n;
 }
 
+static void seg_done(void *arg, ssize_t result);
+
 /* Take s off the list. In flight or pinned, it is freed later by seg_done or
  * its last waiter. */
 static uint64_t seg_drop(struct rd_file *f, struct rd_seg *s)
 {
 	seg_unlink(f, s);
 	return seg_put_locked(s);
+}
+
+/* Ask for s's GET to end early: s must be detached, in flight and waited on by
+ * nobody (seg_done frees it). No-op without a cancel function. */
+static void seg_cancel(struct rd_file *f, struct rd_seg *s)
+{
+	BUG_ON(s->next || s->state != SEG_INFLIGHT || s->waiters);
+	if (!f->cancel || s->cancelled)
+		return;
+	s->cancelled = 1;
+	f->cancel(f->cancel_arg, seg_done, s);
 }
 
 static uint64_t drop_all(struct rd_file *f)
@@ -337,9 +361,11 @@ static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
 	int held = seg_holds(f, s, off);
 	/* While streaming, the kernel's own readahead has up to read_ahead_kb of
 	 * 1 MiB reads in flight on several FUSE threads, and they arrive in any
-	 * order: a read inside what we hold or within one window ahead is still
-	 * the stream. Calling it random would drop the readahead and refetch. */
-	uint64_t skip = f->window ? max_u64(RD_SEQ_SKIP, f->window) : RD_SEQ_SKIP;
+	 * order: a read inside what we hold, or within one window (at least
+	 * seq_back: one part plus one read, the kernel's readahead) ahead, is
+	 * still the stream. Calling it random would drop and cancel the
+	 * readahead and refetch. */
+	uint64_t skip = f->window ? max_u64(f->seq_back, f->window) : RD_SEQ_SKIP;
 	uint64_t back = f->window ? max_u64(f->seq_back, f->window) : f->seq_back;
 	int seq = (f->window && held) ||
 		  (off <= f->seq_pos + skip && off + back >= f->seq_pos);
@@ -350,13 +376,21 @@ static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
 			  (unsigned long long)off, (unsigned long long)(end - off),
 			  (unsigned long long)f->seq_pos, (unsigned long long)f->window);
 		if (f->window) {
-			/* The stream is over: drop its unread readahead. */
+			/* The stream is over: drop its unread readahead, and
+			 * cancel the part of it still in flight. */
 			struct rd_seg *n;
 
 			for (s = f->segs.next; s != &f->segs; s = n) {
 				n = s->next;
-				if (seg_idle(s) && s->off >= f->seq_pos && s->off >= end)
+				if (s->off < f->seq_pos || s->waiters ||
+				    (s->off < end && seg_end(s) > off))
+					continue;       /* read, or needed by this read */
+				if (s->state == SEG_DONE) {
 					freed += seg_drop(f, s);
+				} else if (s->state == SEG_INFLIGHT && f->cancel) {
+					seg_unlink(f, s);
+					seg_cancel(f, s);
+				}
 			}
 			rd_budget_give(f->budget, freed);
 		}
@@ -508,6 +542,8 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	f->fetch = cfg->fetch;
 	f->fetch_sized = cfg->fetch_sized;
 	f->fetch_arg = cfg->fetch_arg;
+	f->cancel = cfg->cancel;
+	f->cancel_arg = cfg->cancel_arg;
 	f->budget = cfg->budget;
 	f->size = size;
 
@@ -692,7 +728,14 @@ void rd_close(struct rd_file *f)
 	/* First out of the budget's reach, so no reclaim touches f from here. */
 	rd_budget_unregister(f->budget, &f->bc);
 	pthread_mutex_lock(&f->mu);
-	rd_budget_give(f->budget, drop_all(f));
+	while (f->segs.next != &f->segs) {
+		struct rd_seg *s = f->segs.next;
+		int inflight = s->state == SEG_INFLIGHT;
+
+		rd_budget_give(f->budget, seg_drop(f, s));
+		if (inflight)
+			seg_cancel(f, s);       /* nobody reads it: no waiters */
+	}
 	/* Detached GETs in flight still write into their buffers: wait for them
 	 * (seg_done frees each one, as nobody else refers to it). A reply sent
 	 * from pinned segments may still be unpinning: the kernel can release the

@@ -250,6 +250,7 @@ void s3_client_stats(struct s3_client *c, struct s3_stats *o)
 	o->retries = LD(n_retries);
 	o->errors = LD(n_errors);
 	o->bytes_in = LD(n_bytes_in);
+	o->cancelled = LD(n_cancelled);
 #undef LD
 }
 
@@ -430,6 +431,24 @@ int s3_get_async(struct s3_client *c, const char *key, size_t key_len,
 	if (ret)
 		return ret;
 	r->done = get_async_done;
+	r->user_done = done;
+	r->user_arg = arg;
+	ret = s3_http_submit(c->http, r);
+	if (ret)
+		s3_req_free(r);
+	return ret;
+}
+
+int s3_get_cancel(struct s3_client *c, s3_get_done_fn done, void *arg)
+{
+	struct s3_req *r;
+	int ret;
+
+	if (!done)
+		return -EINVAL;
+	ret = s3_req_new(c, S3_OP_CANCEL, NULL, 0, &r);
+	if (ret)
+		return ret;
 	r->user_done = done;
 	r->user_arg = arg;
 	ret = s3_http_submit(c->http, r);

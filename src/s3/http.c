@@ -16,6 +16,12 @@
  * consecutive requests reuse warm keep-alive connections. Easy handles are
  * pooled and reset between attempts.
  *
+ * Cancel: s3_get_cancel() submits an S3_OP_CANCEL note through `sub`, so it is
+ * handled after every request submitted before it and before any submitted
+ * after it. The GET it names is taken out of wait or timers, or out of curl
+ * (which closes its connection) unless little is left to receive, and
+ * completes with -ECANCELED; a GET that is not found has completed already.
+ *
  * Shutdown: s3_http_destroy() sets `stopping`; the thread completes everything
  * it holds with -ECANCELED and exits, then the destroyer joins it.
  */
@@ -171,6 +177,62 @@ static void reap(struct s3_http *h)
 	}
 }
 
+static int cancel_match(const struct s3_req *r, const struct s3_req *note)
+{
+	return r->op == S3_OP_GET && r->user_done == note->user_done &&
+	       r->user_arg == note->user_arg;
+}
+
+/* Unlink the request matching note from a singly linked list; NULL if none. */
+static struct s3_req *unlink_match(struct s3_req **head, struct s3_req **tail,
+				   const struct s3_req *note)
+{
+	struct s3_req *prev = NULL;
+
+	for (struct s3_req **pp = head; *pp; prev = *pp, pp = &(*pp)->next) {
+		struct s3_req *r = *pp;
+
+		if (!cancel_match(r, note))
+			continue;
+		*pp = r->next;
+		if (tail && *tail == r)
+			*tail = prev;
+		r->next = NULL;
+		return r;
+	}
+	return NULL;
+}
+
+/* Handle one cancel note (and free it). Not an error: no log, no count. */
+static void cancel_one(struct s3_http *h, struct s3_req *note)
+{
+	struct s3_req *r = unlink_match(&h->wait_head, &h->wait_tail, note);
+
+	if (!r)
+		r = unlink_match(&h->timers, NULL, note);
+	if (!r) {
+		for (struct s3_req *a = h->active; a; a = a->next) {
+			if (!cancel_match(a, note))
+				continue;
+			if (a->len - a->got <= S3_CANCEL_FINISH_BYTES)
+				break;          /* nearly there: cheaper to let it finish */
+			active_remove(h, a);
+			curl_multi_remove_handle(h->multi, a->easy);
+			easy_put(h, a->easy);
+			a->easy = NULL;
+			r = a;
+			break;
+		}
+	}
+	s3_req_free(note);
+	if (!r)
+		return;
+	atomic_fetch_add_explicit(&r->c->n_cancelled, 1, memory_order_relaxed);
+	r->result = -ECANCELED;
+	r->next = NULL;
+	r->done(r);
+}
+
 static void cancel_all(struct s3_http *h)
 {
 	struct s3_req *r, *next;
@@ -216,7 +278,10 @@ static void *http_main(void *arg)
 		while (sub) {
 			struct s3_req *next = sub->next;
 
-			fifo_push(&h->wait_head, &h->wait_tail, sub);
+			if (sub->op == S3_OP_CANCEL)
+				cancel_one(h, sub);
+			else
+				fifo_push(&h->wait_head, &h->wait_tail, sub);
 			sub = next;
 		}
 		if (stopping) {

@@ -30,6 +30,7 @@ static const char *op_name(enum s3_op op)
 	switch (op) {
 	case S3_OP_GET: return "GET";
 	case S3_OP_HEAD: return "HEAD";
+	case S3_OP_CANCEL: return "CANCEL";
 	default: return "LIST";
 	}
 }
@@ -546,6 +547,8 @@ static int check_success(struct s3_req *r)
 			return -EIO;
 		}
 		return 0;       /* parsed by the waiting caller, off the http thread */
+	case S3_OP_CANCEL:
+		break;          /* a note, never sent */
 	}
 	return -EIO;
 }

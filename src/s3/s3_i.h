@@ -28,7 +28,10 @@
 
 struct s3_http;
 
-enum s3_op { S3_OP_GET, S3_OP_HEAD, S3_OP_LIST };
+/* S3_OP_CANCEL is no request: a note to the http thread, carried through the
+ * same FIFO as submissions so that it is seen after the GET it names and
+ * before any later GET (see s3_get_cancel). */
+enum s3_op { S3_OP_GET, S3_OP_HEAD, S3_OP_LIST, S3_OP_CANCEL };
 
 /* ---- error.c ------------------------------------------------------------ */
 
@@ -86,6 +89,7 @@ struct s3_client {
 	int max_attempts;
 	long get_recv_buf;          /* curl's receive buffer for large GETs, bytes */
 	atomic_uint_fast64_t n_requests, n_gets, n_heads, n_lists, n_retries, n_errors, n_bytes_in;
+	atomic_uint_fast64_t n_cancelled;
 };
 
 struct s3_req;
@@ -208,7 +212,14 @@ struct s3_http_opts {
 int s3_http_new(const struct s3_http_opts *o, struct s3_http **out);
 /* Completes everything still queued or in flight with -ECANCELED, then joins. */
 void s3_http_destroy(struct s3_http *h);
-/* Any thread. Hands r to the http thread. 0, or -ESHUTDOWN (r not taken). */
+/* Any thread. Hands r to the http thread. 0, or -ESHUTDOWN (r not taken).
+ * An S3_OP_CANCEL r names its GET by user_done and user_arg; the http thread
+ * frees it. */
 int s3_http_submit(struct s3_http *h, struct s3_req *r);
+
+/* A GET in curl with at most this much left to receive is let finish when
+ * cancelled: cutting it closes its keep-alive connection, and the next GET
+ * would pay a new connection (and TLS handshake) for it. */
+#define S3_CANCEL_FINISH_BYTES (256u << 10)
 
 #endif

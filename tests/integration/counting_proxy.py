@@ -4,10 +4,14 @@ Put it between feedfs (--endpoint-url proxy.url) and s3rver: it forwards each
 request unchanged (the Host header too, so SigV4 signatures still verify) and
 streams the response body back. `counts()` gives {"GET": n, ...}; `gets(key)`
 counts object GETs whose path ends with the key. `delay_s` holds every GET
-response that long before answering (to make concurrent readers overlap).
+response that long before answering (to make concurrent readers overlap);
+with `delay_from` set, only ranged GETs that start at or past that byte.
+`aborted` counts GET responses the client closed its connection on before
+the whole body was sent (a cancelled transfer).
 """
 
 import http.client
+import re
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +27,9 @@ class CountingProxy:
         self.by_method = {}
         self.get_paths = []
         self.get_bytes = 0          # object body bytes sent for GETs
+        self.aborted = 0            # GET bodies the client hung up on
         self.delay_s = 0.0
+        self.delay_from = None
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,7 +59,7 @@ class CountingProxy:
                     self.server.local.conn = None
                     self.send_error(502)
                     return
-                if self.command == "GET" and proxy.delay_s:
+                if self.command == "GET" and proxy.delay_s and proxy.held(self.headers):
                     threading.Event().wait(proxy.delay_s)
                 length = resp.getheader("Content-Length")
                 no_body = self.command == "HEAD" or resp.status in (204, 304)
@@ -70,18 +76,27 @@ class CountingProxy:
                     if self.command == "GET" and "?" not in self.path and resp.status < 300:
                         with proxy.lock:
                             proxy.get_bytes += int(length)
-                self.end_headers()
-                if no_body:
-                    resp.read()
-                elif data is not None:
-                    self.wfile.write(data)
-                else:
-                    while True:
-                        chunk = resp.read(1 << 16)
-                        if not chunk:
-                            break
-                        self.wfile.write(chunk)
-                self.wfile.flush()
+                try:
+                    self.end_headers()
+                    if no_body:
+                        resp.read()
+                    elif data is not None:
+                        self.wfile.write(data)
+                    else:
+                        while True:
+                            chunk = resp.read(1 << 16)
+                            if not chunk:
+                                break
+                            self.wfile.write(chunk)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    # The client gave up on this response: the upstream
+                    # connection is mid-body, so it cannot be reused.
+                    with proxy.lock:
+                        proxy.aborted += 1
+                    conn.close()
+                    self.server.local.conn = None
+                    self.close_connection = True
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 
@@ -102,6 +117,12 @@ class CountingProxy:
         self.server.shutdown()
         self.server.server_close()
 
+    def held(self, headers):
+        if self.delay_from is None:
+            return True
+        m = re.match(r"bytes=(\d+)-", headers.get("Range") or "")
+        return bool(m) and int(m.group(1)) >= self.delay_from
+
     def counts(self):
         with self.lock:
             return dict(self.by_method)
@@ -111,6 +132,7 @@ class CountingProxy:
             self.by_method.clear()
             self.get_paths.clear()
             self.get_bytes = 0
+            self.aborted = 0
 
     def gets(self, key=None):
         with self.lock:

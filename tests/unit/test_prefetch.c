@@ -99,8 +99,10 @@ struct fake_req {
 	char if_match[32];
 	int has_if_match;
 	int fail;                       /* injected -errno, 0 none */
+	int cancelled;                  /* fake_cancel named it before its done */
 	rd_fetch_done_fn done;
 	void *done_arg;
+	struct fake_req *pnext;         /* pending: submitted, done not yet called */
 };
 
 struct fake_log { int obj; uint64_t off; size_t len; unsigned outstanding; };
@@ -123,6 +125,13 @@ struct fake {
 	size_t fail_nth;
 	int fail_err;
 	int queue_err;                  /* fetch itself returns this */
+	struct fake_req *pending;       /* every request whose done has not run */
+	unsigned cancel_calls;          /* fake_cancel calls */
+	unsigned cancelled;             /* requests ended with -ECANCELED */
+	unsigned cancel_unknown;        /* cancels naming no pending request: a bug */
+	/* Requests starting in [hold_lo, hold_hi) wait, after their latency,
+	 * until cancelled or until fake_release. */
+	uint64_t hold_lo, hold_hi;
 };
 
 static uint64_t obj_seed(const struct fake_obj *o, unsigned version)
@@ -162,7 +171,21 @@ static void *fake_worker(void *arg)
 
 		snprintf(etag, sizeof(etag), "\"v%u\"", version);
 		pthread_mutex_unlock(&fk->mu);
-		if (r->fail)
+		/* A cancel that came before the end of the latency (or of a
+		 * hold) wins, as a cut transfer would. */
+		pthread_mutex_lock(&fk->mu);
+		while (!r->cancelled && r->off >= fk->hold_lo && r->off < fk->hold_hi)
+			pthread_cond_wait(&fk->cond, &fk->mu);
+		if (r->cancelled) {
+			fk->cancelled++;
+			res = -ECANCELED;
+		} else {
+			res = 0;
+		}
+		pthread_mutex_unlock(&fk->mu);
+		if (res < 0)
+			;
+		else if (r->fail)
 			res = r->fail;
 		else if (r->has_if_match && strcmp(r->if_match, etag) != 0)
 			res = -ESTALE;
@@ -172,6 +195,13 @@ static void *fake_worker(void *arg)
 		}
 		r->done(r->done_arg, res);
 		pthread_mutex_lock(&fk->mu);
+		/* Pending until done has returned: a cancel may come while it
+		 * runs (the reader saw the segment in flight), never after. */
+		for (struct fake_req **pp = &fk->pending; *pp; pp = &(*pp)->pnext)
+			if (*pp == r) {
+				*pp = r->pnext;
+				break;
+			}
 		fk->outstanding--;
 		pthread_cond_broadcast(&fk->cond);
 		free(r);
@@ -222,11 +252,54 @@ static int fake_fetch(void *arg, const char *key, size_t key_len, const char *if
 	if (fk->fail_nth && fk->nlog == fk->fail_nth)
 		r->fail = fk->fail_err;
 	fk->bytes += len;
+	r->pnext = fk->pending;
+	fk->pending = r;
 	*fk->tail = r;
 	fk->tail = &r->next;
 	pthread_cond_signal(&fk->cond);
 	pthread_mutex_unlock(&fk->mu);
 	return 0;
+}
+
+/* rd_cancel_fn: flag the pending request; its worker ends it with -ECANCELED
+ * (never from here: the contract forbids calling done on this thread). */
+static void fake_cancel(void *arg, rd_fetch_done_fn done, void *done_arg)
+{
+	struct fake *fk = arg;
+	struct fake_req *r;
+
+	pthread_mutex_lock(&fk->mu);
+	fk->cancel_calls++;
+	for (r = fk->pending; r; r = r->pnext)
+		if (r->done == done && r->done_arg == done_arg)
+			break;
+	if (r)
+		r->cancelled = 1;
+	else
+		fk->cancel_unknown++;
+	pthread_cond_broadcast(&fk->cond);
+	pthread_mutex_unlock(&fk->mu);
+}
+
+static void fake_hold(struct fake *fk, uint64_t lo, uint64_t hi)
+{
+	pthread_mutex_lock(&fk->mu);
+	fk->hold_lo = lo;
+	fk->hold_hi = hi;
+	pthread_cond_broadcast(&fk->cond);
+	pthread_mutex_unlock(&fk->mu);
+}
+
+/* Requests whose done has not started yet. */
+static unsigned fake_pending(struct fake *fk)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&fk->mu);
+	for (struct fake_req *r = fk->pending; r; r = r->pnext)
+		n++;
+	pthread_mutex_unlock(&fk->mu);
+	return n;
 }
 
 static void fake_init(struct fake *fk, unsigned latency_us)
@@ -250,6 +323,8 @@ static void fake_fini(struct fake *fk)
 		pthread_join(fk->workers[i], NULL);
 	CHECK_EQ_INT(fk->outstanding, 0);
 	CHECK_EQ_INT(fk->bad_range, 0);
+	CHECK_EQ_INT(fk->cancel_unknown, 0);
+	CHECK(fk->pending == NULL);
 	free(fk->log);
 	pthread_cond_destroy(&fk->cond);
 	pthread_mutex_destroy(&fk->mu);
@@ -881,6 +956,92 @@ static void t_close_with_gets_in_flight(void)
 }
 
 
+/*
+ * A seek ends a stream: its readahead still in flight is cancelled at the seek
+ * (the fake ends those GETs with -ECANCELED), forward or backward; the random
+ * read and a later read of the cancelled range get the right bytes, and every
+ * charged byte comes back. Without a cancel function the same GETs run to
+ * their end. The reads of the first 6 MiB pass the middle of the 3..7 MiB
+ * chunk and issue 7..15 MiB, which the fake holds until cancelled or released.
+ * Returns the cancel calls made by the seek itself.
+ */
+static unsigned seek_run(int with_cancel, int backward)
+{
+	struct env e;
+	struct obj o;
+	char *buf = malloc(MiB);
+	uint64_t start = backward ? 100 * MiB : 0, far = backward ? 20 * MiB + 3 : 150 * MiB + 3;
+	unsigned at_seek;
+
+	env_init(&e, 256 * MiB, 1000);
+	if (with_cancel) {
+		e.cfg.cancel = fake_cancel;
+		e.cfg.cancel_arg = &e.fk;
+	}
+	fake_hold(&e.fk, start + 7 * MiB, start + 15 * MiB + 1);
+	o = env_open(&e, with_cancel ? (backward ? "seekb1" : "seekf1") :
+			 (backward ? "seekb0" : "seekf0"), 200 * MiB + 77);
+	for (uint64_t off = start; off < start + 6 * MiB; off += MiB)
+		CHECK(read_ok(&o, off, MiB, buf));
+	CHECK(fake_pending(&e.fk) > 0);         /* readahead is out there to cancel */
+	CHECK(read_ok(&o, far, 4096, buf));     /* the seek */
+	pthread_mutex_lock(&e.fk.mu);
+	at_seek = e.fk.cancel_calls;
+	pthread_mutex_unlock(&e.fk.mu);
+	fake_hold(&e.fk, 0, 0);
+	CHECK(read_ok(&o, far + 4096, 60000, buf));
+	/* Over the cancelled readahead: fetched again, right bytes. */
+	for (uint64_t off = start + 6 * MiB; off < start + 20 * MiB; off += MiB)
+		CHECK(read_ok(&o, off, MiB, buf));
+	rd_close(o.f);
+	pthread_mutex_lock(&e.fk.mu);
+	/* With the cancel, the held GET ended -ECANCELED, not served. */
+	CHECK_EQ_INT(e.fk.cancelled > 0, with_cancel);
+	pthread_mutex_unlock(&e.fk.mu);
+	env_fini(&e);
+	free(buf);
+	return at_seek;
+}
+
+static void t_seek_cancels_readahead(void)
+{
+	for (int backward = 0; backward < 2; backward++) {
+		wd_arm(60);
+		CHECK_EQ_INT(seek_run(0, backward), 0);
+		CHECK(seek_run(1, backward) > 0);
+	}
+	alarm(0);
+}
+
+/* rd_close cancels what is in flight before it waits for it (without the
+ * cancel, the held GET would keep it waiting until the watchdog fires). */
+static void t_close_cancels(void)
+{
+	struct env e;
+	char *buf = malloc(MiB);
+
+	wd_arm(60);
+	env_init(&e, 256 * MiB, 1000);
+	e.cfg.cancel = fake_cancel;
+	e.cfg.cancel_arg = &e.fk;
+	fake_hold(&e.fk, 7 * MiB, 15 * MiB + 1);
+	struct obj o = env_open(&e, "cc", 100 * MiB);
+
+	for (uint64_t off = 0; off < 6 * MiB; off += MiB)
+		CHECK(read_ok(&o, off, MiB, buf));
+	CHECK(fake_pending(&e.fk) > 0);
+	rd_close(o.f);
+	CHECK_EQ_INT(rd_budget_used(e.b), 0);
+	pthread_mutex_lock(&e.fk.mu);
+	CHECK(e.fk.cancel_calls > 0);
+	CHECK(e.fk.cancelled > 0);
+	CHECK_EQ_INT(e.fk.outstanding, 0);      /* rd_close waited for every one */
+	pthread_mutex_unlock(&e.fk.mu);
+	env_fini(&e);
+	free(buf);
+	alarm(0);
+}
+
 /* Gather iov into out; returns total bytes. */
 static size_t iov_gather(const struct iovec *iov, unsigned n, char *out)
 {
@@ -976,6 +1137,8 @@ static const struct test tests[] = {
 	TEST(t_errors_then_retry_table),
 	TEST(t_queue_failure),
 	TEST(t_close_with_gets_in_flight),
+	TEST(t_seek_cancels_readahead),
+	TEST(t_close_cancels),
 	TEST(t_aligned_sized_fetch),
 	TEST(t_read_iov_pins_and_copies),
 	{ 0 },
