@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench/ab.py — two feedfs binaries side by side on the bench's 2 GiB object.
 
-    [READERS=N] bench/ab.py OLD_BIN NEW_BIN [ROUNDS]
+    [READERS=N] [SEEK=K] bench/ab.py OLD_BIN NEW_BIN [ROUNDS]
 
 For one change to the read path: alternates the two binaries ROUNDS times
 (default 3) over the same s3rver and data that `make bench` prepared
@@ -10,7 +10,12 @@ For one change to the read path: alternates the two binaries ROUNDS times
            reads (by READERS threads, each its own slice; default 1);
   disk     the same with --cache-dir over a cache filled beforehand, page cache
            dropped (what the NVMe cache alone serves).
-Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks.
+With SEEK=K the cold pass is a seeking reader instead: each of READERS threads
+reads K MiB from each of 256/READERS seeded random offsets (the same for both
+binaries), and "wire" is the bytes the daemon took from the server per byte
+read (its unmount stats line); the disk pass is skipped.
+Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks
+(with SEEK, of every block read).
 Also prints the daemon's CPU-seconds per GiB read (user + system, from /proc),
 which is steadier than MB/s on a shared machine. Timing only; not a test.
 Needs root (drop_caches, mounts).
@@ -18,6 +23,7 @@ Needs root (drop_caches, mounts).
 import concurrent.futures as cf
 import json
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -105,6 +111,48 @@ def read_pass(path, samples):
     return n / dt / 1e6
 
 
+SEEK = int(os.environ.get("SEEK", "0"))
+
+
+def seek_pass(path, crcs):
+    """MB/s of READERS threads each streaming SEEK MiB from 256/READERS random
+    offsets (seeded) and seeking on; checks every block read."""
+    nmib = len(crcs)
+
+    def reader(i):
+        rnd = random.Random(1000 + i)
+        n, bad = 0, []
+        with open(path, "rb", buffering=0) as f:
+            for _ in range(256 // READERS):
+                blk = rnd.randrange(nmib - SEEK)
+                f.seek(blk * MIB)
+                for b in range(blk, blk + SEEK):
+                    d = f.read(MIB)
+                    if zlib.crc32(d) != crcs[b]:
+                        bad.append(b)
+                    n += len(d)
+        return n, bad
+
+    t0 = time.monotonic()
+    with cf.ThreadPoolExecutor(READERS) as ex:
+        out = list(ex.map(reader, range(READERS)))
+    dt = time.monotonic() - t0
+    bad = [b for _, bb in out for b in bb]
+    if bad:
+        raise SystemExit("WRONG BYTES in %s at MiB %s" % (path, bad[:4]))
+    return sum(n for n, _ in out), dt
+
+
+def bytes_in():
+    """bytes in of the last s3 stats line in the daemon's log."""
+    last = None
+    with open(os.path.join(WORK, "feedfs.log"), errors="replace") as f:
+        for line in f:
+            if "bytes in " in line and "gets " in line:
+                last = line
+    return int(last.rsplit("bytes in ", 1)[1].split()[0].rstrip(","))
+
+
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
@@ -125,27 +173,44 @@ def main():
         cdir = os.path.join(WORK, "cache")
         shutil.rmtree(cdir, ignore_errors=True)
         cargs = ["--cache-dir", cdir, "--cache-size", "3G"]
-        mount(bins["old"], port, mnt, cargs)          # fill the cache once (same format for both)
-        read_pass(os.path.join(mnt, NAME), samples)
-        umount(mnt)
+        if not SEEK:
+            mount(bins["old"], port, mnt, cargs)      # fill the cache once (same format for both)
+            read_pass(os.path.join(mnt, NAME), samples)
+            umount(mnt)
+        kinds = (("cold", []),) if SEEK else (("cold", []), ("disk", cargs))
+        wire = {b: [] for b in bins}
         res = {(b, k): [] for b in bins for k in ("cold", "disk")}
         cpu = {(b, k): [] for b in bins for k in ("cold", "disk")}
         gib = man["size"] / (1 << 30)
         for r in range(rounds):
             for b in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                for kind, extra in (("cold", []), ("disk", cargs)):
+                for kind, extra in kinds:
                     mount(bins[b], port, mnt, extra)
                     pid = daemon_pid(bins[b])
                     drop_caches()
                     c0 = cpu_s(pid)
-                    v = read_pass(os.path.join(mnt, NAME), samples)
-                    c = (cpu_s(pid) - c0) / gib
+                    if SEEK:
+                        nread, dt = seek_pass(os.path.join(mnt, NAME), crcs)
+                        v = nread / dt / 1e6
+                        c = (cpu_s(pid) - c0) / (nread / (1 << 30))
+                    else:
+                        v = read_pass(os.path.join(mnt, NAME), samples)
+                        c = (cpu_s(pid) - c0) / gib
                     umount(mnt)
                     res[(b, kind)].append(v)
                     cpu[(b, kind)].append(c)
-                    print("round %d %-3s %-4s %7.1f MB/s  %.2f cpu-s/GiB" % (r + 1, b, kind, v, c), flush=True)
+                    extra_txt = ""
+                    if SEEK:
+                        w = bytes_in() / nread
+                        wire[b].append(w)
+                        extra_txt = "  wire %.2f bytes per byte read" % w
+                    print("round %d %-3s %-4s %7.1f MB/s  %.2f cpu-s/GiB%s" % (
+                        r + 1, b, kind, v, c, extra_txt), flush=True)
         print("\nmedian (min-max) over %d rounds, %s vs %s:" % (rounds, bins["new"], bins["old"]))
-        for kind in ("cold", "disk"):
+        if SEEK:
+            print("  seek K=%d MiB, %d readers: wire old %.2f new %.2f bytes per byte read" % (
+                SEEK, READERS, statistics.median(wire["old"]), statistics.median(wire["new"])))
+        for kind, _ in kinds:
             o, n = res[("old", kind)], res[("new", kind)]
             print("  %-4s MB/s       old %7.1f (%.0f-%.0f)  new %7.1f (%.0f-%.0f)  new/old %.2f" % (
                 kind, statistics.median(o), min(o), max(o), statistics.median(n), min(n), max(n),
