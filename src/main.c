@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "feedfs/ahead.h"
+#include "feedfs/attach.h"
 #include "feedfs/cache.h"
 #include "feedfs/creds.h"
 #include "feedfs/fs.h"
@@ -156,7 +157,9 @@ static const char help_text[] =
 "  Block cache (off unless --cache-dir is given):\n"
 "    --cache-dir DIR        keep fetched blocks in DIR on local disk (created\n"
 "                           0700); they survive restarts and are checked\n"
-"                           (CRC32C) on every read. One mount per DIR.\n"
+"                           (CRC32C) on every read. Other mounts of the\n"
+"                           same bucket given the same DIR read through\n"
+"                           the first one's cache.\n"
 "    --cache-size SIZE      disk space for blocks (default: half of the free\n"
 "                           space, after keeping 5% of the disk free)\n"
 "    --block-size SIZE      cache block, a power of two from 1MiB to 16MiB\n"
@@ -617,6 +620,8 @@ struct running {
 	struct creds_chain *creds;
 	struct s3_client *s3;
 	struct cache *cache;
+	struct attach *attach;          /* another mount owns the cache dir */
+	struct cache_warm *share;       /* we own it: others may attach */
 	struct cache_warm *warm;
 	struct rd_budget *budget;
 	struct rd_ahead *ahead;
@@ -660,6 +665,14 @@ static void log_io_stats(struct running *r)
 			 (unsigned long long)c.blocks_used,
 			 (unsigned long long)(c.bytes_used / MIB), (unsigned long long)c.pages);
 	}
+	if (r->attach) {
+		struct attach_stats a;
+
+		attach_get_stats(r->attach, &a);
+		log_info("attach", "reads through the owner's cache %llu (%llu bytes), sent to S3 "
+			 "instead %llu", (unsigned long long)a.reads, (unsigned long long)a.bytes,
+			 (unsigned long long)a.fallbacks);
+	}
 	if (r->ahead) {
 		struct rd_ahead_stats a;
 
@@ -693,6 +706,8 @@ static void teardown(struct running *r)
 	}
 	log_io_stats(r);
 	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
+	attach_destroy(r->attach);          /* falls back to s3 */
+	cache_warm_stop(r->share);          /* attached mounts fall back to S3 */
 	if (r->cache)
 		cache_destroy(r->cache);
 	if (r->s3)
@@ -724,6 +739,8 @@ static int run(struct options *o, int notify_fd)
 	struct s3_config scfg;
 	struct fs_options fopts;
 	struct rd_config rcfg;
+	char share_id[1024];
+	size_t share_len = 0;
 	struct cache_config ccfg;
 	struct fuse_loop_config *lcfg;
 	struct warm_view warm_view;
@@ -847,12 +864,50 @@ static int run(struct options *o, int notify_fd)
 		ccfg.buffer_bytes = cache_buffer_bytes(o);
 		msg[0] = '\0';
 		e = cache_new(&ccfg, &r.cache, msg, sizeof(msg));
+		share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
+					      s3_client_endpoint(r.s3));
+		if (share_len >= sizeof(share_id))
+			share_len = sizeof(share_id) - 1;
+		if (e == -EBUSY && !o->cache_clear) {
+			/* Another mount owns it: read through its cache when it
+			 * mounts the same bucket at the same endpoint. */
+			char amsg[256];
+
+			msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
+			e = attach_new(o->cache_dir, share_id, share_len, 5000, fetch_s3, r.s3,
+				       &r.attach, amsg, sizeof(amsg));
+			if (e == -EBUSY) {
+				/* Not a configuration error: the node is busy. */
+				log_warn(TAG, "%s and %s: mounting without a cache", msg, amsg);
+				e = 0;
+			} else if (e < 0) {
+				snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
+					 " and %s; give each mount its own --cache-dir", amsg);
+			}
+		}
 		if (e < 0) {
 			if (!msg[0])
 				snprintf(msg, sizeof(msg), "cache dir %s: %s", o->cache_dir,
 					 strerror(-e));
 			return fail(notify_fd, &r, msg);
 		}
+	}
+	if (r.attach) {
+		/* As with a cache of our own: streams aligned to its blocks. */
+		rcfg.cancel = NULL;
+		rcfg.fetch = NULL;
+		rcfg.fetch_sized = attach_fetch_sized;
+		rcfg.fetch_arg = r.attach;
+		rcfg.align = attach_block_size(r.attach);
+		rcfg.random_align = CACHE_PIECE;
+		log_info(TAG, "%s: attached, reads go through its cache (blocks of %u KiB)%s", msg,
+			 attach_block_size(r.attach) >> 10,
+			 o->cache_size ? "; --cache-size is the owner's to set" : "");
+	} else if (r.cache) {
+		msg[0] = '\0';
+		if (cache_share_start(r.cache, o->cache_dir, share_id, share_len, r.budget, &r.share,
+				      msg, sizeof(msg)) < 0)
+			log_warn(TAG, "other mounts cannot share this cache: %s", msg);
 		/* Every GET of the read path goes through the cache, which knows the
 		 * object size and caches whole blocks: a stream's segments are aligned
 		 * to them, a random read's only to the cache's pieces. */

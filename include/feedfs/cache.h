@@ -152,6 +152,29 @@ int cache_warm_socket_path(const char *mount_abs, char *out, size_t out_len);
 int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
 		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len);
 
+/*
+ * Sharing (src/cache/warm.c, the owner's side; src/cache/attach.c is the
+ * other mount's): one mount owns a cache dir (its lock); other mounts of the
+ * same bucket at the same endpoint attach to it through a socket in the cache
+ * dir and read through the owner's cache. Same server, two more requests:
+ *   client: "H <n>\n" + n bytes naming bucket and endpoint (once, first)
+ *   owner:  "OK <block size> <max read>\n", or "ERR <EXDEV>\n" for another
+ *           bucket/endpoint, or "ERR <EBUSY>\n" at SHARE_MAX_CONNS connections
+ *   client: "R <key len> <etag len> <object size> <off> <len>\n" + key + ETag,
+ *           len at most max read
+ *   owner:  "OK <len>\n" + len bytes (through cache_fetch_sized), or "ERR <errno>\n"
+ * The socket is 0600 in the 0700 cache dir: the same uid only. The owner
+ * charges each request's buffer to its read budget while it serves it.
+ */
+#define CACHE_SHARE_SOCKET "share.sock"
+int cache_share_socket_path(const char *cache_dir, char *out, size_t out_len);
+/* Listen on the cache dir's share socket; id (id_len bytes) is what attachers
+ * must name; budget (which must outlive it) is charged for the buffers. 0 or
+ * -errno with a line in msg. Stop with cache_warm_stop. */
+int cache_share_start(struct cache *c, const char *cache_dir, const char *id, size_t id_len,
+		      struct rd_budget *budget, struct cache_warm **out, char *msg,
+		      size_t msg_len);
+
 /* Stop accepting, cut open connections, wait for their fetches, remove the
  * socket. Before cache_destroy. NULL is a no-op. */
 void cache_warm_stop(struct cache_warm *w);

@@ -19,6 +19,12 @@ int util_parse_seconds_ms(const char *s, int64_t *out_ms);
 /* Unsigned decimal/octal (base 0 accepted per strtoul rules when base==0). */
 int util_parse_u32(const char *s, int base, uint32_t *out);
 
+/* Socket and pipe I/O to the end: all n bytes (EINTR retried; send with
+ * MSG_NOSIGNAL, so a closed peer is an error, not SIGPIPE). 0, or -1 on an
+ * error, a timeout (SO_RCVTIMEO/SO_SNDTIMEO) or, for reads, end of file. */
+int util_send_all(int fd, const void *buf, size_t n);
+int util_read_all(int fd, void *buf, size_t n);
+
 int64_t util_now_ms(void);        /* CLOCK_MONOTONIC */
 
 /* Condition variables timed on CLOCK_MONOTONIC (immune to wall-clock steps):

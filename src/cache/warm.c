@@ -39,14 +39,18 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "feedfs/log.h"
+#include "feedfs/util.h"
 
 #define TAG "warm"
 #define WARM_MAX_CONNS 64
+#define SHARE_MAX_CONNS 64
+#define SHARE_SEND_TIMEOUT_S 60
 #define WARM_DEPTH 2
 #define WARM_PATH_MAX 8192
 #define WARM_ETAG_MAX 128
@@ -106,8 +110,12 @@ struct warm_conn {
 
 struct cache_warm {
 	struct cache *c;
-	cache_resolve_fn resolve;
+	cache_resolve_fn resolve;       /* NULL on a share socket: no W requests */
 	void *resolve_arg;
+	char *share_id;                 /* share socket: what an attacher must name */
+	size_t share_id_len;
+	struct rd_budget *budget;       /* share socket: its read buffers are charged here */
+	uint32_t max_read;              /* share socket: largest R */
 	uint32_t block;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int lfd;
@@ -121,63 +129,38 @@ struct cache_warm {
 	int stopping;
 };
 
-static int read_full(int fd, void *buf, size_t n)
+/* One request line without its '\n' (at most cap - 1 bytes). 0 or -1. */
+static int read_line(int fd, char *line, size_t cap)
 {
-	char *p = buf;
-
-	while (n) {
-		ssize_t r = read(fd, p, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-/* A header line "W <n>\n", at most 32 bytes. */
-static int read_header(int fd, size_t *n)
-{
-	char line[32];
 	size_t i = 0;
-	char *end;
-	unsigned long long v;
 
-	while (i < sizeof(line) - 1) {
-		if (read_full(fd, line + i, 1) < 0)
+	while (i < cap - 1) {
+		if (util_read_all(fd, line + i, 1) < 0)
 			return -1;
-		if (line[i] == '\n')
-			break;
+		if (line[i] == '\n') {
+			line[i] = '\0';
+			return 0;
+		}
 		i++;
 	}
-	line[i] = '\0';
-	if (line[0] != 'W' || line[1] != ' ')
-		return -1;
-	errno = 0;
-	v = strtoull(line + 2, &end, 10);
-	if (errno || *end || end == line + 2 || v == 0 || v > WARM_PATH_MAX)
-		return -1;
-	*n = (size_t)v;
-	return 0;
+	return -1;
 }
 
-static void send_line(int fd, const char *s)
+/* Parse exactly n unsigned decimal numbers separated by single spaces. */
+static int parse_nums(const char *s, unsigned long long *v, int n)
 {
-	size_t n = strlen(s);
+	for (int i = 0; i < n; i++) {
+		char *end;
 
-	while (n) {
-		ssize_t r = send(fd, s, n, MSG_NOSIGNAL);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return;
-		s += r;
-		n -= (size_t)r;
+		if (*s < '0' || *s > '9')
+			return -1;
+		errno = 0;
+		v[i] = strtoull(s, &end, 10);
+		if (errno || (i + 1 < n ? *end != ' ' : *end != '\0'))
+			return -1;
+		s = end + (i + 1 < n);
 	}
+	return 0;
 }
 
 /* The peer closed (or the daemon is stopping: the fd was shut down). */
@@ -268,6 +251,98 @@ static ssize_t warm_object(struct warm_conn *k, const char *key, size_t klen, co
 	return err < 0 ? err : (ssize_t)size;
 }
 
+/* One range of an object through the cache into buf (len <= block). */
+static ssize_t fetch_range(struct warm_conn *k, const char *key, size_t klen, const char *etag,
+			   uint64_t size, uint64_t off, size_t len, char *buf, struct warm_io *io)
+{
+	ssize_t err;
+	int rc;
+
+	pthread_mutex_lock(&k->mu);
+	k->err = 0;
+	io->busy = 1;
+	k->inflight++;
+	pthread_mutex_unlock(&k->mu);
+	io->conn = k;
+	io->len = len;
+	rc = cache_fetch_sized(k->w->c, key, klen, etag, size, off, len, buf, block_done, io);
+	pthread_mutex_lock(&k->mu);
+	if (rc < 0) {
+		io->busy = 0;
+		k->inflight--;
+	}
+	while (k->inflight)
+		pthread_cond_wait(&k->cv, &k->mu);
+	err = rc < 0 ? rc : k->err;
+	pthread_mutex_unlock(&k->mu);
+	return err < 0 ? err : (ssize_t)len;
+}
+
+/* "H <n>": an attacher names the bucket and endpoint it mounts (n bytes
+ * follow); only the same ones may read this cache. 1 accepted, 0 refused,
+ * -1 connection error. */
+static int handle_hello(struct warm_conn *k, const char *args, char *tmp)
+{
+	struct cache_warm *w = k->w;
+	unsigned long long n;
+	char reply[64];
+
+	if (parse_nums(args, &n, 1) < 0 || n == 0 || n > WARM_PATH_MAX ||
+	    util_read_all(k->fd, tmp, (size_t)n) < 0)
+		return -1;
+	if (n != w->share_id_len || memcmp(tmp, w->share_id, (size_t)n) != 0) {
+		log_warn(TAG, "refused a mount that asked to share this cache for another "
+			 "bucket or endpoint");
+		snprintf(reply, sizeof(reply), "ERR %d\n", EXDEV);
+		util_send_all(k->fd, reply, strlen(reply));
+		return 0;
+	}
+	snprintf(reply, sizeof(reply), "OK %u %u\n", w->block, w->max_read);
+	util_send_all(k->fd, reply, strlen(reply));
+	return 1;
+}
+
+/* "R <key len> <etag len> <object size> <off> <len>", then key and ETag: the
+ * bytes through the cache, "OK <len>\n" and len bytes, or "ERR <errno>\n".
+ * The buffer is charged to the read budget for the length of the request, so
+ * attached mounts cost the owner no memory beyond --max-memory. 0, or -1 on a
+ * connection or protocol error. */
+static int handle_read(struct warm_conn *k, const char *args, char *keybuf, struct warm_io *io)
+{
+	struct cache_warm *w = k->w;
+	unsigned long long v[5];
+	char etag[WARM_ETAG_MAX], reply[64], *buf = NULL;
+	ssize_t r;
+	int rc;
+
+	if (parse_nums(args, v, 5) < 0 || v[0] == 0 || v[0] > WARM_PATH_MAX || v[1] == 0 ||
+	    v[1] >= WARM_ETAG_MAX || v[4] == 0 || v[4] > w->max_read || v[3] > v[2] ||
+	    v[4] > v[2] - v[3] || util_read_all(k->fd, keybuf, (size_t)v[0]) < 0 ||
+	    util_read_all(k->fd, etag, (size_t)v[1]) < 0)
+		return -1;
+	etag[v[1]] = '\0';
+	r = rd_budget_take(w->budget, v[4], 1);
+	if (r == 0 && !(buf = malloc((size_t)v[4]))) {
+		rd_budget_give(w->budget, v[4]);
+		r = -ENOMEM;
+	}
+	if (r == 0)
+		r = fetch_range(k, keybuf, (size_t)v[0], etag, v[2], v[3], (size_t)v[4], buf, io);
+	if (r < 0) {
+		snprintf(reply, sizeof(reply), "ERR %d\n", (int)-r);
+		rc = util_send_all(k->fd, reply, strlen(reply));
+	} else {
+		snprintf(reply, sizeof(reply), "OK %zd\n", r);
+		rc = util_send_all(k->fd, reply, strlen(reply)) < 0 ||
+		     util_send_all(k->fd, buf, (size_t)r) < 0 ? -1 : 0;
+	}
+	if (buf) {
+		free(buf);
+		rd_budget_give(w->budget, v[4]);
+	}
+	return rc;
+}
+
 static void *conn_main(void *arg)
 {
 	struct warm_conn *k = arg;
@@ -275,17 +350,33 @@ static void *conn_main(void *arg)
 	struct warm_io ios[WARM_DEPTH] = { { 0 } };
 	char *bufs[WARM_DEPTH] = { NULL };
 	char *path = malloc(WARM_PATH_MAX + 1);
-	int ok = path != NULL;
+	int ok = path != NULL, hello = 0;
 
-	for (int i = 0; i < WARM_DEPTH && ok; i++)
+	/* A share connection takes its buffer per request (handle_read). */
+	for (int i = 0; i < WARM_DEPTH && ok && w->resolve; i++)
 		ok = (bufs[i] = malloc(w->block)) != NULL;
 	while (ok) {
-		char etag[WARM_ETAG_MAX], reply[64], *key = NULL;
-		size_t n, klen;
+		char etag[WARM_ETAG_MAX], reply[64], line[128], *key = NULL;
+		unsigned long long n;
+		size_t klen;
 		uint64_t size;
 		ssize_t r;
 
-		if (read_header(k->fd, &n) < 0 || read_full(k->fd, path, n) < 0)
+		if (read_line(k->fd, line, sizeof(line)) < 0 || !line[0] || line[1] != ' ')
+			break;
+		if (line[0] == 'H' && w->share_id && !hello) {
+			hello = handle_hello(k, line + 2, path);
+			if (hello < 0)
+				break;
+			continue;
+		}
+		if (line[0] == 'R' && hello > 0) {
+			if (handle_read(k, line + 2, path, &ios[0]) < 0)
+				break;
+			continue;
+		}
+		if (line[0] != 'W' || !w->resolve || parse_nums(line + 2, &n, 1) < 0 ||
+		    n == 0 || n > WARM_PATH_MAX || util_read_all(k->fd, path, (size_t)n) < 0)
 			break;
 		path[n] = '\0';
 		r = w->resolve(w->resolve_arg, path, n, &key, &klen, etag, sizeof(etag), &size);
@@ -300,7 +391,7 @@ static void *conn_main(void *arg)
 		} else {
 			snprintf(reply, sizeof(reply), "OK %lld\n", (long long)r);
 		}
-		send_line(k->fd, reply);
+		util_send_all(k->fd, reply, strlen(reply));
 	}
 	for (int i = 0; i < WARM_DEPTH; i++)
 		free(bufs[i]);
@@ -345,10 +436,19 @@ static void *listener_main(void *arg)
 		if (fd < 0)
 			continue;
 		pthread_mutex_lock(&w->mu);
-		if (w->stopping || w->nconns >= WARM_MAX_CONNS || !(k = calloc(1, sizeof(*k)))) {
+		if (w->stopping || w->nconns >= (w->resolve ? WARM_MAX_CONNS : SHARE_MAX_CONNS) ||
+		    !(k = calloc(1, sizeof(*k)))) {
 			pthread_mutex_unlock(&w->mu);
+			util_send_all(fd, "ERR 16\n", 7);      /* EBUSY: as many as we serve */
 			close(fd);
 			continue;
+		}
+		if (w->share_id) {
+			/* An attached mount that stops reading must not hold a
+			 * buffer of our budget for ever: give up on it. */
+			struct timeval tv = { .tv_sec = SHARE_SEND_TIMEOUT_S };
+
+			setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		}
 		k->w = w;
 		k->fd = fd;
@@ -372,28 +472,83 @@ static void *listener_main(void *arg)
 	return NULL;
 }
 
-int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
-		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len)
+static struct cache_warm *server_new(struct cache *c)
 {
-	struct sockaddr_un sa;
+	struct cache_warm *w = calloc(1, sizeof(*w));
 	struct cache_stats st;
-	struct cache_warm *w;
-	char dir[256];
-	struct stat sb;
-	mode_t old;
-	int e;
 
-	w = calloc(1, sizeof(*w));
 	if (!w)
-		return -ENOMEM;
+		return NULL;
 	w->lfd = w->stop_pipe[0] = w->stop_pipe[1] = -1;
 	w->c = c;
-	w->resolve = resolve;
-	w->resolve_arg = resolve_arg;
 	cache_get_stats(c, &st);
 	w->block = st.block_size;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
+	return w;
+}
+
+static void server_free(struct cache_warm *w)
+{
+	if (w->lfd >= 0)
+		close(w->lfd);
+	if (w->stop_pipe[0] >= 0) {
+		close(w->stop_pipe[0]);
+		close(w->stop_pipe[1]);
+	}
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	free(w->share_id);
+	free(w);
+}
+
+/* Bind w->path (0600; whatever was there is stale: the caller owns the path)
+ * and start the listener. 0 or -errno with a line in msg. */
+static int server_listen(struct cache_warm *w, const char *what, char *msg, size_t msg_len)
+{
+	struct sockaddr_un sa;
+	mode_t old;
+	int e;
+
+	w->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (w->lfd < 0 || pipe2(w->stop_pipe, O_CLOEXEC) < 0) {
+		e = -errno;
+		snprintf(msg, msg_len, "%s socket: %s", what, strerror(-e));
+		return e;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, w->path, strlen(w->path) + 1);
+	unlink(w->path);
+	old = umask(0177);
+	e = bind(w->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
+	umask(old);
+	if (e == 0 && (chmod(w->path, 0600) < 0 || listen(w->lfd, 64) < 0))
+		e = -errno;
+	if (e < 0) {
+		snprintf(msg, msg_len, "%s socket %s: %s", what, w->path, strerror(-e));
+		return e;
+	}
+	if (pthread_create(&w->listener, NULL, listener_main, w) != 0) {
+		snprintf(msg, msg_len, "cannot start the %s thread", what);
+		unlink(w->path);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
+		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len)
+{
+	struct cache_warm *w = server_new(c);
+	char dir[256];
+	struct stat sb;
+	int e;
+
+	if (!w)
+		return -ENOMEM;
+	w->resolve = resolve;
+	w->resolve_arg = resolve_arg;
 	e = runtime_dir(dir, sizeof(dir));
 	if (e == 0)
 		e = cache_warm_socket_path(mount_abs, w->path, sizeof(w->path));
@@ -414,47 +569,63 @@ int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn re
 			 (unsigned)geteuid());
 		goto fail;
 	}
-	w->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (w->lfd < 0 || pipe2(w->stop_pipe, O_CLOEXEC) < 0) {
-		e = -errno;
-		snprintf(msg, msg_len, "warm socket: %s", strerror(-e));
-		goto fail;
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	memcpy(sa.sun_path, w->path, strlen(w->path) + 1);
 	/* A socket left by a daemon that died on this mount point: the mount
 	 * point is ours now (it was checked free), so is its socket path. */
-	unlink(w->path);
-	old = umask(0177);
-	e = bind(w->lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ? -errno : 0;
-	umask(old);
-	if (e == 0 && (chmod(w->path, 0600) < 0 || listen(w->lfd, 64) < 0))
-		e = -errno;
-	if (e < 0) {
-		snprintf(msg, msg_len, "warm socket %s: %s", w->path, strerror(-e));
+	e = server_listen(w, "warm", msg, msg_len);
+	if (e < 0)
 		goto fail;
-	}
-	if (pthread_create(&w->listener, NULL, listener_main, w) != 0) {
-		e = -EAGAIN;
-		snprintf(msg, msg_len, "cannot start the warm thread");
-		unlink(w->path);
-		goto fail;
-	}
 	log_info(TAG, "control socket %s", w->path);
 	*out = w;
 	return 0;
 fail:
-	if (w->lfd >= 0)
-		close(w->lfd);
-	if (w->stop_pipe[0] >= 0) {
-		close(w->stop_pipe[0]);
-		close(w->stop_pipe[1]);
-	}
-	pthread_cond_destroy(&w->cv);
-	pthread_mutex_destroy(&w->mu);
-	free(w);
+	server_free(w);
 	return e;
+}
+
+int cache_share_socket_path(const char *cache_dir, char *out, size_t out_len)
+{
+	int n = snprintf(out, out_len, "%s/%s", cache_dir, CACHE_SHARE_SOCKET);
+
+	if (n < 0 || (size_t)n >= out_len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+int cache_share_start(struct cache *c, const char *cache_dir, const char *id, size_t id_len,
+		      struct rd_budget *budget, struct cache_warm **out, char *msg, size_t msg_len)
+{
+	struct cache_warm *w = server_new(c);
+	int e;
+
+	if (!w)
+		return -ENOMEM;
+	w->budget = budget;
+	w->max_read = w->block;
+	while (w->max_read > (64u << 10) && w->max_read > rd_budget_max(budget) / 4)
+		w->max_read /= 2;
+	w->share_id = malloc(id_len);
+	if (!w->share_id) {
+		server_free(w);
+		return -ENOMEM;
+	}
+	memcpy(w->share_id, id, id_len);
+	w->share_id_len = id_len;
+	e = cache_share_socket_path(cache_dir, w->path, sizeof(w->path));
+	if (e < 0) {
+		snprintf(msg, msg_len, "the path %s/%s is too long for a unix socket", cache_dir,
+			 CACHE_SHARE_SOCKET);
+		server_free(w);
+		return e;
+	}
+	/* We hold the cache dir's lock: a socket there is a dead owner's. */
+	e = server_listen(w, "share", msg, msg_len);
+	if (e < 0) {
+		server_free(w);
+		return e;
+	}
+	log_info(TAG, "share socket %s: other mounts of this bucket may attach", w->path);
+	*out = w;
+	return 0;
 }
 
 void cache_warm_stop(struct cache_warm *w)
@@ -474,12 +645,7 @@ void cache_warm_stop(struct cache_warm *w)
 	while (w->nconns)
 		pthread_cond_wait(&w->cv, &w->mu);
 	pthread_mutex_unlock(&w->mu);
-	close(w->lfd);
-	close(w->stop_pipe[0]);
-	close(w->stop_pipe[1]);
-	pthread_cond_destroy(&w->cv);
-	pthread_mutex_destroy(&w->mu);
-	free(w);
+	server_free(w);
 }
 
 /* ---------- client side ---------- */
@@ -598,23 +764,6 @@ static int conn_open(const char *path)
 	return fd;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-	const char *p = buf;
-
-	while (n) {
-		ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 static void *client_worker(void *arg)
 {
 	struct wjob *j = arg;
@@ -632,11 +781,11 @@ static void *client_worker(void *arg)
 		if (i >= j->nfiles)
 			break;
 		snprintf(hdr, sizeof(hdr), "W %zu\n", strlen(j->files[i].rel));
-		if (write_all(fd, hdr, strlen(hdr)) < 0 ||
-		    write_all(fd, j->files[i].rel, strlen(j->files[i].rel)) < 0)
+		if (util_send_all(fd, hdr, strlen(hdr)) < 0 ||
+		    util_send_all(fd, j->files[i].rel, strlen(j->files[i].rel)) < 0)
 			goto lost;
 		while (n < sizeof(line) - 1) {
-			if (read_full(fd, line + n, 1) < 0)
+			if (util_read_all(fd, line + n, 1) < 0)
 				goto lost;
 			if (line[n] == '\n')
 				break;

@@ -271,19 +271,6 @@ def test_concurrent_readers_of_one_block_make_one_get(mount, bucket, proxy, tmp_
     umount(m)
 
 
-def test_second_daemon_on_same_cache_dir_fails(mount, bucket, s3server, tmp_path):
-    cdir = str(tmp_path / "cache")
-    m = mount(bucket, "", "--cache-dir", cdir, *BS)
-    mnt2 = str(tmp_path / "other")
-    os.mkdir(mnt2)
-    cp, _ = run_feedfs(m.binary, "s3://" + bucket, mnt2, ["--cache-dir", cdir] + BS,
-                       s3server.url, log=str(tmp_path / "second.log"))
-    err = cp.stderr.decode()
-    assert cp.returncode == 1
-    assert len(err.strip().splitlines()) == 1, err
-    assert "in use by feedfs pid %d" % m.pids[0] in err, err
-
-
 @pytest.mark.parametrize("args,needle", [
     (["--cache-size", "2M"], "too small"),
     (["--block-size", "3M"], "power of two"),

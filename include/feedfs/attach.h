@@ -1,0 +1,67 @@
+/*
+ * attach — read through another mount's block cache (the mount that owns a
+ * cache dir), for mounts of the same bucket that were given the same
+ * --cache-dir: many pods on one node, one NVMe cache.
+ *
+ * DESIGN
+ * The owner listens on CACHE_SHARE_SOCKET in the cache dir (protocol in
+ * cache.h). attach_new connects ATTACH_CONNS times, names the bucket and
+ * endpoint on each connection ("H") and learns the owner's block size and
+ * largest read (fewer connections when the owner is nearly full). The
+ * read path's fetch function is attach_fetch_sized: a request is queued; one
+ * thread per connection takes it, asks the owner for it block by block ("R",
+ * each piece at most the owner's largest read, never across a block
+ * boundary) and receives
+ * the bytes straight into the caller's buffer, then calls done.
+ *  - Never wrong bytes: the owner reads through its cache, keyed by ETag, with
+ *    If-Match on a miss; an error it answers (ESTALE included) is the
+ *    request's result.
+ *  - The owner going away (unmounted, killed) is not an error: the request in
+ *    hand and every later one go to the inner fetch (S3, with this mount's own
+ *    credentials), and this is logged once. A restarted owner is not
+ *    re-attached to; remount to share again.
+ *  - Requests without an ETag go to the inner fetch (the cache needs one).
+ * Threads: fetch is called from the read path (file locks held: it only
+ * queues); done runs on an attach thread or, after a fallback, on the inner
+ * fetch's thread. One mutex guards the queue and the state.
+ */
+#ifndef FEEDFS_ATTACH_H
+#define FEEDFS_ATTACH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "feedfs/prefetch.h"
+
+#define ATTACH_CONNS 8
+
+struct attach;
+
+struct attach_stats {
+	uint64_t reads;         /* requests answered by the owner */
+	uint64_t bytes;         /* bytes they carried */
+	uint64_t fallbacks;     /* requests sent to the inner fetch instead */
+};
+
+/*
+ * Connect to the owner of cache_dir as a mount of id (id_len bytes: bucket
+ * and endpoint). Waits up to wait_ms for an owner that is still starting.
+ * inner is the fetch used when the owner is gone. Returns 0, or -errno with a
+ * line in msg: -ENOENT/-ECONNREFUSED (no owner listening), -EXDEV (the owner
+ * mounts another bucket or endpoint), -EBUSY (the owner is at SHARE_MAX_CONNS
+ * connections), -EPROTO.
+ */
+int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms,
+	       rd_fetch_fn inner, void *inner_arg, struct attach **out, char *msg,
+	       size_t msg_len);
+/* Every request queued must have completed (no read running). */
+void attach_destroy(struct attach *a);
+uint32_t attach_block_size(const struct attach *a);
+void attach_get_stats(struct attach *a, struct attach_stats *out);
+
+/* rd_fetch_sized_fn (fetch_arg = struct attach *). */
+int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
+		       uint64_t obj_size, uint64_t off, size_t len, void *buf,
+		       rd_fetch_done_fn done, void *done_arg);
+
+#endif

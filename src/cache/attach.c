@@ -1,0 +1,385 @@
+/*
+ * attach.c — read through the cache of the mount that owns the cache dir
+ * (design and contract in feedfs/attach.h; the owner's side is in warm.c).
+ */
+#include "feedfs/attach.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "feedfs/cache.h"
+#include "feedfs/log.h"
+#include "feedfs/util.h"
+
+#define TAG "attach"
+#define ATT_LOST (-100000)              /* serve(): the connection is gone */
+#define ATT_SILENT_S 300                /* an owner silent this long is gone */
+
+struct att_job {
+	struct att_job *next;
+	char *key;                      /* key_len bytes, then the ETag, NUL-ended */
+	size_t key_len;
+	const char *etag;
+	uint64_t size, off;
+	size_t len;
+	char *buf;
+	rd_fetch_done_fn done;
+	void *done_arg;
+};
+
+struct attach {
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	uint32_t block, max_read;
+	rd_fetch_fn inner;
+	void *inner_arg;
+	int fds[ATTACH_CONNS];
+	int nconns;
+	pthread_t th[ATTACH_CONNS];
+	/* Guarded by mu. */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct att_job *head, *tail;
+	int stop, gone;
+	struct attach_stats st;
+};
+
+struct att_worker { struct attach *a; int fd; };
+
+/* The owner's answer line: "OK <n>" -> n (>= 0), "ERR <e>" -> -e, else
+ * ATT_BAD (connection or protocol failure). */
+#define ATT_BAD (-100001)
+static long long read_answer(int fd)
+{
+	char line[64];
+	size_t i = 0;
+	char *end;
+	long long v;
+
+	for (;;) {
+		if (i == sizeof(line) - 1 || util_read_all(fd, line + i, 1) < 0)
+			return ATT_BAD;
+		if (line[i] == '\n')
+			break;
+		i++;
+	}
+	line[i] = '\0';
+	if (strncmp(line, "OK ", 3) == 0) {
+		v = strtoll(line + 3, &end, 10);
+		return *end || v < 0 ? ATT_BAD : v;
+	}
+	if (strncmp(line, "ERR ", 4) == 0) {
+		v = strtoll(line + 4, &end, 10);
+		return *end || v <= 0 || v > 4095 ? ATT_BAD : -v;
+	}
+	return ATT_BAD;
+}
+
+/* Connect and name bucket and endpoint; learn the block size and the largest
+ * read. Returns the fd, or -errno (-EXDEV, -EBUSY: the owner's answer). */
+static int connect_hello(const char *path, const char *id, size_t id_len, uint32_t *block,
+			 uint32_t *max_read)
+{
+	struct sockaddr_un sa;
+	struct timeval tv = { .tv_sec = ATT_SILENT_S };
+	unsigned long long b, m;
+	char hdr[32], line[64];
+	size_t i = 0;
+	int fd, e;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		e = -errno;
+		close(fd);
+		return e;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	snprintf(hdr, sizeof(hdr), "H %zu\n", id_len);
+	e = -EPROTO;
+	if (util_send_all(fd, hdr, strlen(hdr)) == 0 && util_send_all(fd, id, id_len) == 0) {
+		/* The owner refuses before reading when it is full: read anyway. */
+		while (i < sizeof(line) - 1 && util_read_all(fd, line + i, 1) == 0 && line[i] != '\n')
+			i++;
+		line[i] = '\0';
+		if (sscanf(line, "OK %llu %llu", &b, &m) == 2 && b >= (1u << 20) &&
+		    b <= (16u << 20) && !(b & (b - 1)) && m >= 4096 && m <= b) {
+			*block = (uint32_t)b;
+			*max_read = (uint32_t)m;
+			return fd;
+		}
+		if (strcmp(line, "ERR 18") == 0)
+			e = -EXDEV;
+		else if (strcmp(line, "ERR 16") == 0)
+			e = -EBUSY;
+	}
+	close(fd);
+	return e;
+}
+
+/* Ask the owner for the job's bytes, one block at a time. Returns len, the
+ * owner's -errno, or ATT_LOST. */
+static ssize_t serve(struct attach *a, int fd, struct att_job *j)
+{
+	size_t elen = strlen(j->etag);
+	uint64_t pos = j->off, end = j->off + j->len;
+
+	while (pos < end) {
+		uint64_t next = (pos / a->block + 1) * a->block;
+		size_t n = (size_t)((next < end ? next : end) - pos);
+
+		if (n > a->max_read)
+			n = a->max_read;
+		char hdr[128];
+		long long v;
+
+		snprintf(hdr, sizeof(hdr), "R %zu %zu %llu %llu %zu\n", j->key_len, elen,
+			 (unsigned long long)j->size, (unsigned long long)pos, n);
+		if (util_send_all(fd, hdr, strlen(hdr)) < 0 || util_send_all(fd, j->key, j->key_len) < 0 ||
+		    util_send_all(fd, j->etag, elen) < 0)
+			return ATT_LOST;
+		v = read_answer(fd);
+		if (v == ATT_BAD || (v >= 0 && (size_t)v != n))
+			return ATT_LOST;
+		if (v < 0)
+			return (ssize_t)v;
+		if (util_read_all(fd, j->buf + (pos - j->off), n) < 0)
+			return ATT_LOST;
+		pos += n;
+	}
+	return (ssize_t)j->len;
+}
+
+static void job_free(struct att_job *j)
+{
+	free(j->key);
+	free(j);
+}
+
+/* Hand the job to the inner fetch (which then owns done). */
+static void fallback(struct attach *a, struct att_job *j)
+{
+	int rc = a->inner(a->inner_arg, j->key, j->key_len, j->etag, j->off, j->len, j->buf,
+			  j->done, j->done_arg);
+
+	pthread_mutex_lock(&a->mu);
+	a->st.fallbacks++;
+	pthread_mutex_unlock(&a->mu);
+	if (rc < 0)
+		j->done(j->done_arg, rc);
+	job_free(j);
+}
+
+static void *worker_main(void *arg)
+{
+	struct att_worker *wk = arg;
+	struct attach *a = wk->a;
+	int fd = wk->fd;
+
+	free(wk);
+	pthread_setname_np(pthread_self(), "feedfs-attach");
+	pthread_mutex_lock(&a->mu);
+	for (;;) {
+		struct att_job *j;
+		ssize_t r;
+		int gone;
+
+		while (!a->head && !a->stop)
+			pthread_cond_wait(&a->cv, &a->mu);
+		if (!a->head)
+			break;
+		j = a->head;
+		a->head = j->next;
+		if (!a->head)
+			a->tail = NULL;
+		gone = a->gone;
+		pthread_mutex_unlock(&a->mu);
+
+		r = gone ? ATT_LOST : serve(a, fd, j);
+		if (r == ATT_LOST) {
+			pthread_mutex_lock(&a->mu);
+			if (!a->gone)
+				log_warn(TAG, "the cache's owner stopped answering (%s); reading "
+					 "from S3 directly from now on", a->path);
+			a->gone = 1;
+			pthread_mutex_unlock(&a->mu);
+			fallback(a, j);
+		} else {
+			pthread_mutex_lock(&a->mu);
+			if (r >= 0) {
+				a->st.reads++;
+				a->st.bytes += (uint64_t)r;
+			}
+			pthread_mutex_unlock(&a->mu);
+			j->done(j->done_arg, r);
+			job_free(j);
+		}
+		pthread_mutex_lock(&a->mu);
+	}
+	pthread_mutex_unlock(&a->mu);
+	return NULL;
+}
+
+int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms,
+	       rd_fetch_fn inner, void *inner_arg, struct attach **out, char *msg,
+	       size_t msg_len)
+{
+	struct attach *a = calloc(1, sizeof(*a));
+	int64_t deadline = util_now_ms() + wait_ms;
+	uint32_t block = 0, max_read = 0;
+	int fd, e;
+
+	if (!a)
+		return -ENOMEM;
+	e = cache_share_socket_path(cache_dir, a->path, sizeof(a->path));
+	if (e < 0) {
+		snprintf(msg, msg_len, "the path %s/%s is too long for a unix socket", cache_dir,
+			 CACHE_SHARE_SOCKET);
+		free(a);
+		return e;
+	}
+	/* An owner that holds the lock may still be starting its socket. */
+	while ((fd = connect_hello(a->path, id, id_len, &block, &max_read)) == -ENOENT ||
+	       fd == -ECONNREFUSED) {
+		if (util_now_ms() >= deadline)
+			break;
+		usleep(100 * 1000);
+	}
+	if (fd < 0) {
+		snprintf(msg, msg_len, "%s", fd == -EXDEV ?
+			 "its owner mounts another bucket or endpoint, so it cannot be shared" :
+			 fd == -EBUSY ? "its owner serves as many attached mounts as it can" :
+			 fd == -ENOENT || fd == -ECONNREFUSED ?
+			 "its owner does not offer it for sharing (no share socket)" :
+			 "its owner's share socket did not answer as expected");
+		free(a);
+		return fd;
+	}
+	a->block = block;
+	a->max_read = max_read;
+	a->inner = inner;
+	a->inner_arg = inner_arg;
+	a->fds[a->nconns++] = fd;
+	while (a->nconns < ATTACH_CONNS) {
+		uint32_t b2 = 0, m2 = 0;
+
+		fd = connect_hello(a->path, id, id_len, &b2, &m2);
+		if (fd < 0 || b2 != block || m2 != max_read) {
+			if (fd >= 0)
+				close(fd);
+			break;
+		}
+		a->fds[a->nconns++] = fd;
+	}
+	pthread_mutex_init(&a->mu, NULL);
+	pthread_cond_init(&a->cv, NULL);
+	for (int i = 0; i < a->nconns; i++) {
+		struct att_worker *wk = malloc(sizeof(*wk));
+
+		if (wk) {
+			wk->a = a;
+			wk->fd = a->fds[i];
+		}
+		if (!wk || pthread_create(&a->th[i], NULL, worker_main, wk) != 0) {
+			free(wk);
+			for (int k = i; k < a->nconns; k++)
+				close(a->fds[k]);
+			a->nconns = i;
+			break;
+		}
+	}
+	if (a->nconns == 0) {
+		snprintf(msg, msg_len, "cannot start a thread");
+		pthread_cond_destroy(&a->cv);
+		pthread_mutex_destroy(&a->mu);
+		free(a);
+		return -EAGAIN;
+	}
+	*out = a;
+	return 0;
+}
+
+void attach_destroy(struct attach *a)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->mu);
+	a->stop = 1;
+	pthread_cond_broadcast(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	for (int i = 0; i < a->nconns; i++) {
+		pthread_join(a->th[i], NULL);
+		close(a->fds[i]);
+	}
+	BUG_ON(a->head);
+	pthread_cond_destroy(&a->cv);
+	pthread_mutex_destroy(&a->mu);
+	free(a);
+}
+
+uint32_t attach_block_size(const struct attach *a)
+{
+	return a->block;
+}
+
+void attach_get_stats(struct attach *a, struct attach_stats *out)
+{
+	pthread_mutex_lock(&a->mu);
+	*out = a->st;
+	pthread_mutex_unlock(&a->mu);
+}
+
+int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
+		       uint64_t obj_size, uint64_t off, size_t len, void *buf,
+		       rd_fetch_done_fn done, void *done_arg)
+{
+	struct attach *a = fetch_arg;
+	struct att_job *j;
+	size_t elen;
+	int gone;
+
+	pthread_mutex_lock(&a->mu);
+	gone = a->gone;
+	pthread_mutex_unlock(&a->mu);
+	if (gone || !etag || !etag[0] || len == 0 || off > obj_size || len > obj_size - off)
+		return a->inner(a->inner_arg, key, key_len, etag, off, len, buf, done, done_arg);
+	elen = strlen(etag);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->key = malloc(key_len + elen + 1);
+	if (!j->key) {
+		free(j);
+		return -ENOMEM;
+	}
+	memcpy(j->key, key, key_len);
+	memcpy(j->key + key_len, etag, elen + 1);
+	j->key_len = key_len;
+	j->etag = j->key + key_len;
+	j->size = obj_size;
+	j->off = off;
+	j->len = len;
+	j->buf = buf;
+	j->done = done;
+	j->done_arg = done_arg;
+	pthread_mutex_lock(&a->mu);
+	if (a->tail)
+		a->tail->next = j;
+	else
+		a->head = j;
+	a->tail = j;
+	pthread_cond_signal(&a->cv);
+	pthread_mutex_unlock(&a->mu);
+	return 0;
+}

@@ -1,0 +1,236 @@
+"""Several mounts on one cache dir (many pods on one node, one NVMe cache).
+
+The first mount owns the cache dir; a second mount of the same bucket at the
+same endpoint attaches to it and reads through the owner's cache. GETs are
+counted by the counting proxy that both mounts talk to; each daemon's stats
+lines (logged at unmount) say how its reads were served. Bytes are always
+compared with what was uploaded. No timing is asserted.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import content_for, run_feedfs, sha256, unmount
+from counting_proxy import CountingProxy
+from test_cache import BS, OBJECTS, cache_stats, drop_page_cache, expected, read_all
+
+
+@pytest.fixture
+def proxy(s3server):
+    p = CountingProxy(s3server.url).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def bucket(s3, new_bucket):
+    b = new_bucket("share")
+    for k, n in OBJECTS.items():
+        s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
+    return b
+
+
+def attach_stats(log):
+    with open(log, errors="replace") as f:
+        lines = [l for l in f if "reads through the owner's cache" in l]
+    assert lines, "no attach stats line in %s" % log
+    m = re.search(r"owner's cache (\d+) \((\d+) bytes\), sent to S3 instead (\d+)", lines[-1])
+    return {"reads": int(m.group(1)), "bytes": int(m.group(2)), "fallbacks": int(m.group(3))}
+
+
+def log_text(m):
+    with open(m.log, errors="replace") as f:
+        return f.read()
+
+
+@pytest.mark.san
+@pytest.mark.tsan
+def test_second_mount_reads_through_the_owners_cache(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert "is in use by feedfs pid %d: attached" % owner.pids[0] in log_text(other)
+
+    # Cold, through the attached mount: the owner fetches, once per block.
+    assert read_all(other) == expected()
+    assert proxy.gets() > 0
+    # Then everything is in the owner's cache, for both mounts.
+    drop_page_cache()
+    proxy.reset()
+    assert read_all(owner) == expected()
+    drop_page_cache()
+    assert read_all(other) == expected()
+    src = content_for("big.bin", OBJECTS["big.bin"])
+    with open(other.p("big.bin"), "rb") as f:          # across block edges
+        for off in (0, (1 << 20) - 5, 3 * (1 << 20) + 17, len(src) - 9):
+            f.seek(off)
+            assert f.read(4096) == src[off:off + 4096]
+    assert proxy.gets() == 0, proxy.get_paths
+
+    assert not unmount(other.path, other.pids)
+    st = attach_stats(other.log)
+    assert st["reads"] > 0 and st["fallbacks"] == 0, st
+    assert not unmount(owner.path, owner.pids)
+    assert cache_stats(owner.log)["checksum failures"] == 0
+
+
+@pytest.mark.san
+def test_owner_gone_the_attached_mount_reads_from_s3(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(other, ["mid.bin"]) == expected(["mid.bin"])
+    for pid in owner.pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in owner.pids:
+        for _ in range(200):
+            if not os.path.exists("/proc/%d" % pid):
+                break
+            time.sleep(0.05)
+    subprocess.run(["fusermount3", "-uz", owner.path], capture_output=True)
+    drop_page_cache()
+    proxy.reset()
+    assert read_all(other) == expected()
+    assert proxy.gets() > 0                             # its own GETs now
+    assert not unmount(other.path, other.pids)
+    assert "stopped answering" in log_text(other)
+    assert attach_stats(other.log)["fallbacks"] > 0
+
+
+def test_owner_unmounted_the_attached_mount_reads_from_s3(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert not unmount(owner.path, owner.pids)
+    drop_page_cache()
+    assert read_all(other) == expected()
+    assert not unmount(other.path, other.pids)
+    assert attach_stats(other.log)["fallbacks"] > 0
+
+
+def test_changed_object_through_the_owner_is_fetched_anew(mount, s3, bucket, proxy, tmp_path):
+    """The attached mount names the ETag it saw at open; the owner's cache
+    keys by it, so a replaced object is never served from its old blocks."""
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, "--metadata-ttl", "1",
+                  endpoint=proxy.url)
+    other = mount(bucket, "", "--cache-dir", cdir, *BS, "--metadata-ttl", "1",
+                  endpoint=proxy.url)
+    assert read_all(owner, ["mid.bin"]) == expected(["mid.bin"])
+    assert read_all(other, ["mid.bin"]) == expected(["mid.bin"])
+    new = content_for("mid.bin v2", OBJECTS["mid.bin"])       # same size, new bytes
+    s3.put_object(Bucket=bucket, Key="mid.bin", Body=new)
+    time.sleep(2.5)                                          # outlive --metadata-ttl
+    drop_page_cache()
+    with open(other.p("mid.bin"), "rb") as f:
+        assert sha256(f.read()) == sha256(new)
+    with open(owner.p("mid.bin"), "rb") as f:
+        assert sha256(f.read()) == sha256(new)
+    assert not unmount(other.path, other.pids)
+    assert attach_stats(other.log)["fallbacks"] == 0
+
+
+def second(feedfs_bin, bucket, url, tmp_path, args):
+    mnt = str(tmp_path / "second")
+    os.mkdir(mnt)
+    cp, _ = run_feedfs(feedfs_bin, "s3://" + bucket, mnt, args, url,
+                       log=str(tmp_path / "second.log"))
+    err = cp.stderr.decode()
+    assert cp.returncode == 1, err
+    assert len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_another_bucket_on_an_owned_cache_dir_is_refused(mount, s3, bucket, new_bucket,
+                                                         proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    b2 = new_bucket("share2")
+    s3.put_object(Bucket=b2, Key="x", Body=b"x")
+    err = second(owner.binary, b2, proxy.url, tmp_path, ["--cache-dir", cdir] + BS)
+    assert "in use by feedfs pid %d and its owner mounts another bucket or endpoint" % (
+        owner.pids[0]) in err, err
+    assert "refused a mount" in log_text(owner)
+
+
+def test_cache_clear_of_an_owned_cache_dir_is_refused(mount, bucket, proxy, tmp_path):
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    err = second(owner.binary, bucket, proxy.url, tmp_path,
+                 ["--cache-dir", cdir, "--cache-clear"] + BS)
+    assert "in use by feedfs pid %d" % owner.pids[0] in err, err
+    assert read_all(owner) == expected()                # untouched
+
+
+def talk(path, data, timeout=10):
+    """Send data on a fresh connection to the share socket; return all it answers
+    before it closes (or the timeout)."""
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.connect(path)
+    out = b""
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            out += b
+    except (ConnectionResetError, BrokenPipeError):
+        pass                    # closed on us with our bytes unread: the same answer
+    finally:
+        s.close()
+    return out
+
+
+@pytest.mark.san
+def test_share_socket_protocol_table(mount, s3, bucket, proxy, tmp_path):
+    """The owner answers only well-formed requests of a mount that named its
+    bucket and endpoint; anything else closes that connection, and the owner
+    goes on serving."""
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    sock = os.path.join(cdir, "share.sock")
+    assert oct(os.stat(sock).st_mode & 0o777) == "0o600"
+    ident = ("%s\n%s" % (bucket, proxy.url)).encode()
+    hello = b"H %d\n" % len(ident) + ident
+    src = content_for("mid.bin", OBJECTS["mid.bin"])
+    etag = s3.head_object(Bucket=bucket, Key="mid.bin")["ETag"].encode()
+
+    def r(key, tag, size, off, n):
+        return b"R %d %d %d %d %d\n" % (len(key), len(tag), size, off, n) + key + tag
+
+    ok = talk(sock, hello + r(b"mid.bin", etag, len(src), 5, 4096))
+    head, _, body = ok.partition(b"\n")
+    assert head.startswith(b"OK ") and len(head.split()) == 3, ok[:80]
+    head2, _, body2 = body.partition(b"\n")
+    assert head2 == b"OK 4096" and body2 == src[5:5 + 4096]
+    cases = [
+        (b"R 7 3 10 0 1\nmid.binabc", b""),                  # no hello first
+        (b"H 3\nabc", b"ERR 18\n"),                          # another bucket/endpoint
+        (hello + r(b"mid.bin", etag, len(src), len(src), 1), b""),        # past the end
+        (hello + r(b"mid.bin", etag, len(src), 0, 0), b""),               # empty
+        (hello + r(b"mid.bin", etag, len(src), 0, 1 << 30), b""),         # over max read
+        (hello + b"R 1 2 3\n", b""),                                     # short line
+        (hello + b"R -1 2 3 4 5\n", b""),                                # not a number
+        (hello + r(b"mid.bin", b'"nope"', len(src), 0, 10), b"ERR "),    # stale ETag
+        (hello + r(b"gone.bin", b'"x"', 100, 0, 10), b"ERR "),          # no such key
+        (b"X" * 200, b""),                                               # no line at all
+    ]
+    for req, want in cases:
+        got = talk(sock, req)
+        got = got.partition(b"\n")[2] if got.startswith(b"OK ") else got
+        assert got.startswith(want) and (want or got == b""), (req[:60], got[:60])
+    # Still serving, right bytes.
+    assert read_all(owner) == expected()
+    drop_page_cache()
+    other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    assert read_all(other) == expected()
+
