@@ -732,6 +732,47 @@ static int fail(int notify_fd, struct running *r, const char *line)
 	return 1;
 }
 
+/*
+ * Own the cache dir, or attach to its owner when another mount of the same
+ * bucket and endpoint holds it. Pods of one node start together: while the
+ * owner is still opening its cache (no share socket yet), or has just gone
+ * (its lock released), keep trying either for up to ATTACH_WAIT_MS. Returns
+ * 0 (r->cache or r->attach set, or neither: the owner is full, a warning is
+ * logged) or -errno with a line in msg.
+ */
+#define ATTACH_WAIT_MS 20000
+static int open_or_attach_cache(const struct options *o, const struct cache_config *ccfg,
+				struct running *r, const char *id, size_t id_len, char *msg,
+				size_t msg_len)
+{
+	int64_t deadline = util_now_ms() + ATTACH_WAIT_MS;
+	char amsg[256];
+	int e;
+
+	for (;;) {
+		msg[0] = '\0';
+		e = cache_new(ccfg, &r->cache, msg, msg_len);
+		if (e != -EBUSY || o->cache_clear)
+			return e;
+		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
+		e = attach_new(o->cache_dir, id, id_len, 0, fetch_s3, r->s3, &r->attach, amsg,
+			       sizeof(amsg));
+		if (e == 0)
+			return 0;
+		if (e == -EBUSY) {
+			/* Not a configuration error: the node is busy. */
+			log_warn(TAG, "%s and %s: mounting without a cache", msg, amsg);
+			return 0;
+		}
+		if ((e != -ENOENT && e != -ECONNREFUSED) || util_now_ms() >= deadline)
+			break;
+		usleep(200 * 1000);
+	}
+	snprintf(msg + strlen(msg), msg_len - strlen(msg),
+		 " and %s; give each mount its own --cache-dir", amsg);
+	return e;
+}
+
 static int run(struct options *o, int notify_fd)
 {
 	struct running r;
@@ -863,28 +904,11 @@ static int run(struct options *o, int notify_fd)
 		ccfg.clear = o->cache_clear;
 		ccfg.buffer_bytes = cache_buffer_bytes(o);
 		msg[0] = '\0';
-		e = cache_new(&ccfg, &r.cache, msg, sizeof(msg));
 		share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
 					      s3_client_endpoint(r.s3));
 		if (share_len >= sizeof(share_id))
 			share_len = sizeof(share_id) - 1;
-		if (e == -EBUSY && !o->cache_clear) {
-			/* Another mount owns it: read through its cache when it
-			 * mounts the same bucket at the same endpoint. */
-			char amsg[256];
-
-			msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
-			e = attach_new(o->cache_dir, share_id, share_len, 5000, fetch_s3, r.s3,
-				       &r.attach, amsg, sizeof(amsg));
-			if (e == -EBUSY) {
-				/* Not a configuration error: the node is busy. */
-				log_warn(TAG, "%s and %s: mounting without a cache", msg, amsg);
-				e = 0;
-			} else if (e < 0) {
-				snprintf(msg + strlen(msg), sizeof(msg) - strlen(msg),
-					 " and %s; give each mount its own --cache-dir", amsg);
-			}
-		}
+		e = open_or_attach_cache(o, &ccfg, &r, share_id, share_len, msg, sizeof(msg));
 		if (e < 0) {
 			if (!msg[0])
 				snprintf(msg, sizeof(msg), "cache dir %s: %s", o->cache_dir,

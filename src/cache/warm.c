@@ -413,6 +413,22 @@ static void *conn_main(void *arg)
 	return NULL;
 }
 
+/* Over the connection limit: say EBUSY and close. Closing a unix socket with
+ * the peer's request unread resets the peer, which may then never see the
+ * answer, so read what it sent first (briefly: this is the listener). */
+static void refuse_busy(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char sink[4096];
+
+	util_send_all(fd, "ERR 16\n", 7);
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 8 && poll(&p, 1, 50) > 0; i++)
+		if (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) <= 0)
+			break;
+	close(fd);
+}
+
 static void *listener_main(void *arg)
 {
 	struct cache_warm *w = arg;
@@ -439,8 +455,7 @@ static void *listener_main(void *arg)
 		if (w->stopping || w->nconns >= (w->resolve ? WARM_MAX_CONNS : SHARE_MAX_CONNS) ||
 		    !(k = calloc(1, sizeof(*k)))) {
 			pthread_mutex_unlock(&w->mu);
-			util_send_all(fd, "ERR 16\n", 7);      /* EBUSY: as many as we serve */
-			close(fd);
+			refuse_busy(fd);
 			continue;
 		}
 		if (w->share_id) {

@@ -135,6 +135,37 @@ def test_changed_object_through_the_owner_is_fetched_anew(mount, s3, bucket, pro
     assert attach_stats(other.log)["fallbacks"] == 0
 
 
+def test_mounts_started_together_share(mount, bucket, proxy, tmp_path):
+    """Pods of one node start at once: whichever takes the lock owns the dir,
+    the others wait for its share socket and attach; none fails."""
+    import threading
+    cdir = str(tmp_path / "cache")
+    got, errs = [], []
+
+    def one(i):
+        try:
+            got.append(mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url,
+                             mnt=str(tmp_path / ("together%d" % i))))
+        except BaseException as e:          # pytest.fail raises outside Exception
+            errs.append(repr(e))
+
+    for i in range(3):
+        os.mkdir(str(tmp_path / ("together%d" % i)))
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errs, errs
+    # (Mounts made at once may share a log file: count lines over the files.)
+    text = "".join(log_text(m) for m in {m.log: m for m in got}.values())
+    assert len(got) == 3
+    assert text.count(": attached, reads go through its cache") == 2, text[-2000:]
+    assert text.count("other mounts of this bucket may attach") == 1, text[-2000:]
+    for m in got:
+        assert read_all(m) == expected()
+
+
 def second(feedfs_bin, bucket, url, tmp_path, args):
     mnt = str(tmp_path / "second")
     os.mkdir(mnt)
@@ -234,3 +265,32 @@ def test_share_socket_protocol_table(mount, s3, bucket, proxy, tmp_path):
     other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     assert read_all(other) == expected()
 
+
+
+def test_a_full_owner_leaves_new_mounts_without_a_cache(mount, bucket, proxy, tmp_path):
+    """At 64 share connections the owner answers EBUSY; a mount that finds it
+    full mounts without a cache (a warning, not a failure) and reads right."""
+    import socket
+    cdir = str(tmp_path / "cache")
+    mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    sock = os.path.join(cdir, "share.sock")
+    ident = ("%s\n%s" % (bucket, proxy.url)).encode()
+    held = []
+    try:
+        for _ in range(64):
+            c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            c.settimeout(10)
+            c.connect(sock)
+            c.sendall(b"H %d\n" % len(ident) + ident)
+            assert c.recv(64).startswith(b"OK ")
+            held.append(c)
+        assert talk(sock, b"H %d\n" % len(ident) + ident) == b"ERR 16\n"
+        late = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+        assert "serves as many attached mounts as it can: mounting without a cache" in (
+            log_text(late))
+        proxy.reset()
+        assert read_all(late) == expected()
+        assert proxy.gets() > 0                     # its own GETs
+    finally:
+        for c in held:
+            c.close()
