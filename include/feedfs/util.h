@@ -24,6 +24,10 @@ int util_parse_u32(const char *s, int base, uint32_t *out);
  * error, a timeout (SO_RCVTIMEO/SO_SNDTIMEO) or, for reads, end of file. */
 int util_send_all(int fd, const void *buf, size_t n);
 int util_read_all(int fd, void *buf, size_t n);
+/* One line of at most cap - 1 bytes, read a byte at a time (so nothing after
+ * the '\n' is consumed), stored without its '\n'. 0, or -1 (as util_read_all,
+ * or a longer line). */
+int util_read_line(int fd, char *line, size_t cap);
 
 int64_t util_now_ms(void);        /* CLOCK_MONOTONIC */
 

@@ -57,19 +57,11 @@ struct att_worker { struct attach *a; int fd; };
 #define ATT_BAD (-100001)
 static long long read_answer(int fd)
 {
-	char line[64];
-	size_t i = 0;
-	char *end;
+	char line[64], *end;
 	long long v;
 
-	for (;;) {
-		if (i == sizeof(line) - 1 || util_read_all(fd, line + i, 1) < 0)
-			return ATT_BAD;
-		if (line[i] == '\n')
-			break;
-		i++;
-	}
-	line[i] = '\0';
+	if (util_read_line(fd, line, sizeof(line)) < 0)
+		return ATT_BAD;
 	if (strncmp(line, "OK ", 3) == 0) {
 		v = strtoll(line + 3, &end, 10);
 		return *end || v < 0 ? ATT_BAD : v;
@@ -90,7 +82,6 @@ static int connect_hello(const char *path, const char *id, size_t id_len, uint32
 	struct timeval tv = { .tv_sec = ATT_SILENT_S };
 	unsigned long long b, m;
 	char hdr[32], line[64];
-	size_t i = 0;
 	int fd, e;
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -109,10 +100,8 @@ static int connect_hello(const char *path, const char *id, size_t id_len, uint32
 	snprintf(hdr, sizeof(hdr), "H %zu\n", id_len);
 	e = -EPROTO;
 	if (util_send_all(fd, hdr, strlen(hdr)) == 0 && util_send_all(fd, id, id_len) == 0) {
-		/* The owner refuses before reading when it is full: read anyway. */
-		while (i < sizeof(line) - 1 && util_read_all(fd, line + i, 1) == 0 && line[i] != '\n')
-			i++;
-		line[i] = '\0';
+		if (util_read_line(fd, line, sizeof(line)) < 0)
+			line[0] = '\0';
 		if (sscanf(line, "OK %llu %llu", &b, &m) == 2 && b >= (1u << 20) &&
 		    b <= (16u << 20) && !(b & (b - 1)) && m >= 4096 && m <= b) {
 			*block = (uint32_t)b;

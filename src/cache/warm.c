@@ -129,23 +129,6 @@ struct cache_warm {
 	int stopping;
 };
 
-/* One request line without its '\n' (at most cap - 1 bytes). 0 or -1. */
-static int read_line(int fd, char *line, size_t cap)
-{
-	size_t i = 0;
-
-	while (i < cap - 1) {
-		if (util_read_all(fd, line + i, 1) < 0)
-			return -1;
-		if (line[i] == '\n') {
-			line[i] = '\0';
-			return 0;
-		}
-		i++;
-	}
-	return -1;
-}
-
 /* Parse exactly n unsigned decimal numbers separated by single spaces. */
 static int parse_nums(const char *s, unsigned long long *v, int n)
 {
@@ -362,7 +345,7 @@ static void *conn_main(void *arg)
 		uint64_t size;
 		ssize_t r;
 
-		if (read_line(k->fd, line, sizeof(line)) < 0 || !line[0] || line[1] != ' ')
+		if (util_read_line(k->fd, line, sizeof(line)) < 0 || !line[0] || line[1] != ' ')
 			break;
 		if (line[0] == 'H' && w->share_id && !hello) {
 			hello = handle_hello(k, line + 2, path);
@@ -791,7 +774,6 @@ static void *client_worker(void *arg)
 	for (;;) {
 		size_t i = atomic_fetch_add(&j->next, 1);
 		char hdr[32], line[64];
-		size_t n = 0;
 
 		if (i >= j->nfiles)
 			break;
@@ -799,14 +781,8 @@ static void *client_worker(void *arg)
 		if (util_send_all(fd, hdr, strlen(hdr)) < 0 ||
 		    util_send_all(fd, j->files[i].rel, strlen(j->files[i].rel)) < 0)
 			goto lost;
-		while (n < sizeof(line) - 1) {
-			if (util_read_all(fd, line + n, 1) < 0)
-				goto lost;
-			if (line[n] == '\n')
-				break;
-			n++;
-		}
-		line[n] = '\0';
+		if (util_read_line(fd, line, sizeof(line)) < 0)
+			goto lost;
 		if (strncmp(line, "OK ", 3) == 0) {
 			atomic_fetch_add(&j->done_bytes, strtoull(line + 3, NULL, 10));
 		} else {

@@ -264,3 +264,16 @@ int util_read_all(int fd, void *buf, size_t n)
 	}
 	return 0;
 }
+
+int util_read_line(int fd, char *line, size_t cap)
+{
+	for (size_t i = 0; i + 1 < cap; i++) {
+		if (util_read_all(fd, line + i, 1) < 0)
+			return -1;
+		if (line[i] == '\n') {
+			line[i] = '\0';
+			return 0;
+		}
+	}
+	return -1;
+}

@@ -82,6 +82,18 @@ def cache_stats(log):
     return {k.strip().split(":")[-1].strip(): int(v) for k, v in pairs}
 
 
+def kill_9(m):
+    """SIGKILL the daemon, wait for it to be gone, detach its dead mount."""
+    for pid in m.pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in m.pids:
+        for _ in range(200):
+            if not os.path.exists("/proc/%d" % pid):
+                break
+            time.sleep(0.05)
+    subprocess.run(["fusermount3", "-uz", m.path], capture_output=True)
+
+
 def umount(m):
     problems = unmount(m.path, m.pids)
     assert not problems, problems
@@ -230,14 +242,7 @@ def test_kill_9_then_restart_keeps_a_valid_cache(mount, bucket, proxy, tmp_path)
     m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     assert read_all(m1) == expected()
     time.sleep(0.5)                                          # let write-behind land (not required)
-    for pid in m1.pids:
-        os.kill(pid, signal.SIGKILL)
-    for pid in m1.pids:
-        for _ in range(200):
-            if not os.path.exists("/proc/%d" % pid):
-                break
-            time.sleep(0.05)
-    subprocess.run(["fusermount3", "-uz", m1.path], capture_output=True)
+    kill_9(m1)
     drop_page_cache()
     proxy.reset()
     m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)

@@ -9,30 +9,13 @@ compared with what was uploaded. No timing is asserted.
 
 import os
 import re
-import signal
-import subprocess
 import time
 
 import pytest
 
 from conftest import content_for, run_feedfs, sha256, unmount
-from counting_proxy import CountingProxy
-from test_cache import BS, OBJECTS, cache_stats, drop_page_cache, expected, read_all
-
-
-@pytest.fixture
-def proxy(s3server):
-    p = CountingProxy(s3server.url).start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def bucket(s3, new_bucket):
-    b = new_bucket("share")
-    for k, n in OBJECTS.items():
-        s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
-    return b
+from test_cache import (BS, OBJECTS, bucket, cache_stats, drop_page_cache, expected,  # noqa: F401
+                        kill_9, proxy, read_all)  # (bucket and proxy are fixtures)
 
 
 def attach_stats(log):
@@ -85,14 +68,7 @@ def test_owner_gone_the_attached_mount_reads_from_s3(mount, bucket, proxy, tmp_p
     owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     assert read_all(other, ["mid.bin"]) == expected(["mid.bin"])
-    for pid in owner.pids:
-        os.kill(pid, signal.SIGKILL)
-    for pid in owner.pids:
-        for _ in range(200):
-            if not os.path.exists("/proc/%d" % pid):
-                break
-            time.sleep(0.05)
-    subprocess.run(["fusermount3", "-uz", owner.path], capture_output=True)
+    kill_9(owner)
     drop_page_cache()
     proxy.reset()
     assert read_all(other) == expected()
