@@ -1044,13 +1044,24 @@ static int run(struct options *o, int notify_fd)
 	}
 	r.mounted = 1;
 	log_info(TAG, "mounted s3://%s/%s on %s", o->bucket, o->prefix, o->mount_abs);
-	if (r.cache) {
+	if (r.cache || r.attach) {
 		warm_view.s3 = r.s3;
 		warm_view.prefix = o->prefix;
 		warm_view.prefix_len = strlen(o->prefix);
 		msg[0] = '\0';
-		e = cache_warm_start(r.cache, o->mount_abs, warm_resolve, &warm_view, &r.warm,
-				     msg, sizeof(msg));
+		if (r.cache) {
+			struct cache_stats cs;
+
+			cache_get_stats(r.cache, &cs);
+			e = cache_warm_start(cache_rd_fetch_sized, r.cache, cs.block_size,
+					     o->mount_abs, warm_resolve, &warm_view, &r.warm, msg,
+					     sizeof(msg));
+		} else {
+			/* Warming an attached mount fills the owner's cache. */
+			e = cache_warm_start(attach_fetch_sized, r.attach,
+					     attach_block_size(r.attach), o->mount_abs,
+					     warm_resolve, &warm_view, &r.warm, msg, sizeof(msg));
+		}
 		if (e < 0)   /* warming is a convenience: mount without it */
 			log_warn(TAG, "feedfs warm will not work on this mount: %s", msg);
 	}

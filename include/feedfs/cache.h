@@ -130,7 +130,8 @@ int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const
  * ahead of a job without reading through FUSE. The daemon listens on a unix
  * socket (0600, in a 0700 dir) whose path is derived from the mount point; the
  * client sends mount-relative file paths, the daemon resolves each to (key,
- * ETag, size) and fetches its blocks through cache_fetch_sized. Protocol, one
+ * ETag, size) and fetches its blocks through the cache (its own, or for an
+ * attached mount the owner's, see "Sharing" below). Protocol, one
  * request at a time per connection:
  *   client: "W <n>\n" followed by n bytes of path (relative to the mount root)
  *   daemon: "OK <bytes>\n" or "ERR <errno>\n"
@@ -147,10 +148,13 @@ typedef int (*cache_resolve_fn)(void *arg, const char *path, size_t path_len, ch
  * root, else $XDG_RUNTIME_DIR/feedfs or /tmp/feedfs-UID. Returns 0 or -errno. */
 int cache_warm_socket_path(const char *mount_abs, char *out, size_t out_len);
 
-/* Start listening (creates the dir 0700 and the socket 0600). Returns 0 or
- * -errno with a line in msg. */
-int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
-		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len);
+/* Start listening (creates the dir 0700 and the socket 0600). Blocks are
+ * fetched with fetch (cache_rd_fetch_sized over our cache, or
+ * attach_fetch_sized through the owner's), block bytes at a time. Returns 0
+ * or -errno with a line in msg. */
+int cache_warm_start(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block,
+		     const char *mount_abs, cache_resolve_fn resolve, void *resolve_arg,
+		     struct cache_warm **out, char *msg, size_t msg_len);
 
 /*
  * Sharing (src/cache/warm.c, the owner's side; src/cache/attach.c is the

@@ -109,7 +109,8 @@ struct warm_conn {
 };
 
 struct cache_warm {
-	struct cache *c;
+	rd_fetch_sized_fn fetch;        /* through a cache: ours, or the owner's */
+	void *fetch_arg;
 	cache_resolve_fn resolve;       /* NULL on a share socket: no W requests */
 	void *resolve_arg;
 	char *share_id;                 /* share socket: what an attacher must name */
@@ -213,7 +214,7 @@ static ssize_t warm_object(struct warm_conn *k, const char *key, size_t klen, co
 		}
 		ios[slot].conn = k;
 		ios[slot].len = n;
-		rc = cache_fetch_sized(k->w->c, key, klen, etag, size, off, n, bufs[slot],
+		rc = k->w->fetch(k->w->fetch_arg, key, klen, etag, size, off, n, bufs[slot],
 				       block_done, &ios[slot]);
 		if (rc < 0) {
 			pthread_mutex_lock(&k->mu);
@@ -248,7 +249,7 @@ static ssize_t fetch_range(struct warm_conn *k, const char *key, size_t klen, co
 	pthread_mutex_unlock(&k->mu);
 	io->conn = k;
 	io->len = len;
-	rc = cache_fetch_sized(k->w->c, key, klen, etag, size, off, len, buf, block_done, io);
+	rc = k->w->fetch(k->w->fetch_arg, key, klen, etag, size, off, len, buf, block_done, io);
 	pthread_mutex_lock(&k->mu);
 	if (rc < 0) {
 		io->busy = 0;
@@ -470,17 +471,16 @@ static void *listener_main(void *arg)
 	return NULL;
 }
 
-static struct cache_warm *server_new(struct cache *c)
+static struct cache_warm *server_new(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block)
 {
 	struct cache_warm *w = calloc(1, sizeof(*w));
-	struct cache_stats st;
 
 	if (!w)
 		return NULL;
 	w->lfd = w->stop_pipe[0] = w->stop_pipe[1] = -1;
-	w->c = c;
-	cache_get_stats(c, &st);
-	w->block = st.block_size;
+	w->fetch = fetch;
+	w->fetch_arg = fetch_arg;
+	w->block = block;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	return w;
@@ -535,10 +535,11 @@ static int server_listen(struct cache_warm *w, const char *what, char *msg, size
 	return 0;
 }
 
-int cache_warm_start(struct cache *c, const char *mount_abs, cache_resolve_fn resolve,
-		     void *resolve_arg, struct cache_warm **out, char *msg, size_t msg_len)
+int cache_warm_start(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block,
+		     const char *mount_abs, cache_resolve_fn resolve, void *resolve_arg,
+		     struct cache_warm **out, char *msg, size_t msg_len)
 {
-	struct cache_warm *w = server_new(c);
+	struct cache_warm *w = server_new(fetch, fetch_arg, block);
 	char dir[256];
 	struct stat sb;
 	int e;
@@ -592,7 +593,11 @@ int cache_share_socket_path(const char *cache_dir, char *out, size_t out_len)
 int cache_share_start(struct cache *c, const char *cache_dir, const char *id, size_t id_len,
 		      struct rd_budget *budget, struct cache_warm **out, char *msg, size_t msg_len)
 {
-	struct cache_warm *w = server_new(c);
+	struct cache_stats st;
+	struct cache_warm *w;
+
+	cache_get_stats(c, &st);
+	w = server_new(cache_rd_fetch_sized, c, st.block_size);
 	int e;
 
 	if (!w)

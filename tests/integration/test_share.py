@@ -62,6 +62,27 @@ def test_second_mount_reads_through_the_owners_cache(mount, bucket, proxy, tmp_p
     assert cache_stats(owner.log)["checksum failures"] == 0
 
 
+def test_warm_through_an_attached_mount_fills_the_owners_cache(mount, bucket, proxy, tmp_path):
+    """feedfs warm on an attached mount (here one of a sub-prefix) fetches
+    through the owner: afterwards both read those files with zero GETs."""
+    import subprocess
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    other = mount(bucket, "small/", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    cp = subprocess.run([other.binary, "warm", other.p("a.bin"), other.p("b.bin")],
+                        capture_output=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr.decode()
+    assert b"2/2 files" in cp.stdout, cp.stdout
+    assert proxy.gets() == 2, proxy.get_paths       # the owner's, one per file
+    drop_page_cache()
+    proxy.reset()
+    keys = ["small/a.bin", "small/b.bin"]
+    assert read_all(owner, keys) == expected(keys)
+    with open(other.p("a.bin"), "rb") as f:
+        assert sha256(f.read()) == expected(["small/a.bin"])["small/a.bin"]
+    assert proxy.gets() == 0, proxy.get_paths
+
+
 @pytest.mark.san
 def test_owner_gone_the_attached_mount_reads_from_s3(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
