@@ -670,8 +670,9 @@ static void log_io_stats(struct running *r)
 
 		attach_get_stats(r->attach, &a);
 		log_info("attach", "reads through the owner's cache %llu (%llu bytes), sent to S3 "
-			 "instead %llu", (unsigned long long)a.reads, (unsigned long long)a.bytes,
-			 (unsigned long long)a.fallbacks);
+			 "instead %llu, cancelled %llu", (unsigned long long)a.reads,
+			 (unsigned long long)a.bytes, (unsigned long long)a.fallbacks,
+			 (unsigned long long)a.cancelled);
 	}
 	if (r->ahead) {
 		struct rd_ahead_stats a;
@@ -755,8 +756,8 @@ static int open_or_attach_cache(const struct options *o, const struct cache_conf
 		if (e != -EBUSY || o->cache_clear)
 			return e;
 		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
-		e = attach_new(o->cache_dir, id, id_len, 0, fetch_s3, r->s3, &r->attach, amsg,
-			       sizeof(amsg));
+		e = attach_new(o->cache_dir, id, id_len, 0, fetch_s3, r->s3, cancel_s3, r->s3,
+			       &r->attach, amsg, sizeof(amsg));
 		if (e == 0)
 			return 0;
 		if (e == -EBUSY) {
@@ -917,8 +918,10 @@ static int run(struct options *o, int notify_fd)
 		}
 	}
 	if (r.attach) {
-		/* As with a cache of our own: streams aligned to its blocks. */
-		rcfg.cancel = NULL;
+		/* As with a cache of our own: streams aligned to its blocks. A seek
+		 * cancels what is not yet asked of the owner. */
+		rcfg.cancel = attach_cancel;
+		rcfg.cancel_arg = r.attach;
 		rcfg.fetch = NULL;
 		rcfg.fetch_sized = attach_fetch_sized;
 		rcfg.fetch_arg = r.attach;

@@ -21,6 +21,7 @@
  *    credentials), and this is logged once. A restarted owner is not
  *    re-attached to; remount to share again.
  *  - Requests without an ETag go to the inner fetch (the cache needs one).
+ *  - Cancel (a seek or a close of the reading file): see attach_cancel.
  * Threads: fetch is called from the read path (file locks held: it only
  * queues); done runs on an attach thread or, after a fallback, on the inner
  * fetch's thread. One mutex guards the queue and the state.
@@ -41,6 +42,7 @@ struct attach_stats {
 	uint64_t reads;         /* requests answered by the owner */
 	uint64_t bytes;         /* bytes they carried */
 	uint64_t fallbacks;     /* requests sent to the inner fetch instead */
+	uint64_t cancelled;     /* requests ended early by attach_cancel */
 };
 
 /*
@@ -52,12 +54,18 @@ struct attach_stats {
  * connections), -EPROTO.
  */
 int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms,
-	       rd_fetch_fn inner, void *inner_arg, struct attach **out, char *msg,
-	       size_t msg_len);
+	       rd_fetch_fn inner, void *inner_arg, rd_cancel_fn inner_cancel,
+	       void *inner_cancel_arg, struct attach **out, char *msg, size_t msg_len);
 /* Every request queued must have completed (no read running). */
 void attach_destroy(struct attach *a);
 uint32_t attach_block_size(const struct attach *a);
 void attach_get_stats(struct attach *a, struct attach_stats *out);
+
+/* rd_cancel_fn (cancel_arg = struct attach *): a request still queued ends
+ * with -ECANCELED without asking the owner; one in hand stops before its next
+ * block (the block being read finishes). A request that went to the inner
+ * fetch is cancelled there (inner_cancel). */
+void attach_cancel(void *arg, rd_fetch_done_fn done, void *done_arg);
 
 /* rd_fetch_sized_fn (fetch_arg = struct attach *). */
 int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,

@@ -32,6 +32,7 @@ struct att_job {
 	char *buf;
 	rd_fetch_done_fn done;
 	void *done_arg;
+	int cancelled;                  /* guarded by attach.mu */
 };
 
 struct attach {
@@ -39,6 +40,8 @@ struct attach {
 	uint32_t block, max_read;
 	rd_fetch_fn inner;
 	void *inner_arg;
+	rd_cancel_fn inner_cancel;
+	void *inner_cancel_arg;
 	int fds[ATTACH_CONNS];
 	int nconns;
 	pthread_t th[ATTACH_CONNS];
@@ -46,11 +49,22 @@ struct attach {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct att_job *head, *tail;
+	struct att_job *cur[ATTACH_CONNS];      /* each worker's job in hand */
 	int stop, gone;
 	struct attach_stats st;
 };
 
-struct att_worker { struct attach *a; int fd; };
+struct att_worker { struct attach *a; int fd, idx; };
+
+static int job_cancelled(struct attach *a, struct att_job *j)
+{
+	int c;
+
+	pthread_mutex_lock(&a->mu);
+	c = j->cancelled;
+	pthread_mutex_unlock(&a->mu);
+	return c;
+}
 
 /* The owner's answer line: "OK <n>" -> n (>= 0), "ERR <e>" -> -e, else
  * ATT_BAD (connection or protocol failure). */
@@ -126,6 +140,9 @@ static ssize_t serve(struct attach *a, int fd, struct att_job *j)
 
 	while (pos < end) {
 		uint64_t next = (pos / a->block + 1) * a->block;
+
+		if (job_cancelled(a, j))
+			return -ECANCELED;      /* the rest is not wanted any more */
 		size_t n = (size_t)((next < end ? next : end) - pos);
 
 		if (n > a->max_read)
@@ -174,7 +191,7 @@ static void *worker_main(void *arg)
 {
 	struct att_worker *wk = arg;
 	struct attach *a = wk->a;
-	int fd = wk->fd;
+	int fd = wk->fd, idx = wk->idx;
 
 	free(wk);
 	pthread_setname_np(pthread_self(), "feedfs-attach");
@@ -193,9 +210,15 @@ static void *worker_main(void *arg)
 		if (!a->head)
 			a->tail = NULL;
 		gone = a->gone;
+		a->cur[idx] = j;
 		pthread_mutex_unlock(&a->mu);
 
 		r = gone ? ATT_LOST : serve(a, fd, j);
+		pthread_mutex_lock(&a->mu);
+		a->cur[idx] = NULL;
+		if (r == -ECANCELED)
+			a->st.cancelled++;
+		pthread_mutex_unlock(&a->mu);
 		if (r == ATT_LOST) {
 			pthread_mutex_lock(&a->mu);
 			if (!a->gone)
@@ -221,8 +244,8 @@ static void *worker_main(void *arg)
 }
 
 int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms,
-	       rd_fetch_fn inner, void *inner_arg, struct attach **out, char *msg,
-	       size_t msg_len)
+	       rd_fetch_fn inner, void *inner_arg, rd_cancel_fn inner_cancel,
+	       void *inner_cancel_arg, struct attach **out, char *msg, size_t msg_len)
 {
 	struct attach *a = calloc(1, sizeof(*a));
 	int64_t deadline = util_now_ms() + wait_ms;
@@ -259,6 +282,8 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms
 	a->max_read = max_read;
 	a->inner = inner;
 	a->inner_arg = inner_arg;
+	a->inner_cancel = inner_cancel;
+	a->inner_cancel_arg = inner_cancel_arg;
 	a->fds[a->nconns++] = fd;
 	while (a->nconns < ATTACH_CONNS) {
 		uint32_t b2 = 0, m2 = 0;
@@ -279,6 +304,7 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms
 		if (wk) {
 			wk->a = a;
 			wk->fd = a->fds[i];
+			wk->idx = i;
 		}
 		if (!wk || pthread_create(&a->th[i], NULL, worker_main, wk) != 0) {
 			free(wk);
@@ -371,4 +397,24 @@ int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const c
 	pthread_cond_signal(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 	return 0;
+}
+
+void attach_cancel(void *arg, rd_fetch_done_fn done, void *done_arg)
+{
+	struct attach *a = arg;
+	struct att_job *j = NULL;
+
+	pthread_mutex_lock(&a->mu);
+	for (j = a->head; j && !(j->done == done && j->done_arg == done_arg); j = j->next)
+		;
+	for (int i = 0; !j && i < a->nconns; i++)
+		if (a->cur[i] && a->cur[i]->done == done && a->cur[i]->done_arg == done_arg)
+			j = a->cur[i];
+	if (j)
+		j->cancelled = 1;       /* its worker ends it, never this thread */
+	pthread_mutex_unlock(&a->mu);
+	/* Not ours: it went to the inner fetch (no ETag, or the owner gone),
+	 * which got the caller's done and done_arg untouched. */
+	if (!j && a->inner_cancel)
+		a->inner_cancel(a->inner_cancel_arg, done, done_arg);
 }

@@ -22,8 +22,10 @@ def attach_stats(log):
     with open(log, errors="replace") as f:
         lines = [l for l in f if "reads through the owner's cache" in l]
     assert lines, "no attach stats line in %s" % log
-    m = re.search(r"owner's cache (\d+) \((\d+) bytes\), sent to S3 instead (\d+)", lines[-1])
-    return {"reads": int(m.group(1)), "bytes": int(m.group(2)), "fallbacks": int(m.group(3))}
+    m = re.search(r"owner's cache (\d+) \((\d+) bytes\), sent to S3 instead (\d+), "
+                  r"cancelled (\d+)", lines[-1])
+    return {"reads": int(m.group(1)), "bytes": int(m.group(2)), "fallbacks": int(m.group(3)),
+            "cancelled": int(m.group(4))}
 
 
 def log_text(m):
@@ -81,6 +83,35 @@ def test_warm_through_an_attached_mount_fills_the_owners_cache(mount, bucket, pr
     with open(other.p("a.bin"), "rb") as f:
         assert sha256(f.read()) == expected(["small/a.bin"])["small/a.bin"]
     assert proxy.gets() == 0, proxy.get_paths
+
+
+def test_a_seek_cancels_what_is_not_yet_asked_of_the_owner(mount, s3, bucket, proxy,
+                                                           tmp_path):
+    """Blocks from 16 MiB on are held 2 s at the owner's S3: the attached
+    mount's readahead past that is in hand when the reader seeks, and stops
+    before its next block; every byte read is right."""
+    mib = 1 << 20
+    key, size = "long.bin", 64 * mib + 5
+    want = content_for(key, size)
+    s3.put_object(Bucket=bucket, Key=key, Body=want)
+    cdir = str(tmp_path / "cache")
+    owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    proxy.delay_s, proxy.delay_from = 2.0, 16 * mib
+    with open(other.p(key), "rb", buffering=0) as f:
+        for off in range(0, 12 * mib, mib):
+            f.seek(off)
+            assert f.read(mib) == want[off:off + mib], off
+        far = 50 * mib + 3
+        f.seek(far)
+        assert f.read(70000) == want[far:far + 70000]
+        proxy.delay_s, proxy.delay_from = 0, None
+        f.seek(12 * mib)
+        assert sha256(f.read(20 * mib)) == sha256(want[12 * mib:32 * mib])
+    assert not unmount(other.path, other.pids)
+    st = attach_stats(other.log)
+    assert st["cancelled"] >= 1 and st["fallbacks"] == 0, st
+    assert not unmount(owner.path, owner.pids)
 
 
 @pytest.mark.san
