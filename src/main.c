@@ -707,7 +707,7 @@ static void teardown(struct running *r)
 	}
 	log_io_stats(r);
 	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
-	attach_destroy(r->attach);          /* falls back to s3 */
+	attach_destroy(r->attach);          /* after its users, before s3 (its fallback) */
 	cache_warm_stop(r->share);          /* attached mounts fall back to S3 */
 	if (r->cache)
 		cache_destroy(r->cache);

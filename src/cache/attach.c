@@ -140,19 +140,18 @@ static ssize_t serve(struct attach *a, int fd, struct att_job *j)
 
 	while (pos < end) {
 		uint64_t next = (pos / a->block + 1) * a->block;
-
-		if (job_cancelled(a, j))
-			return -ECANCELED;      /* the rest is not wanted any more */
 		size_t n = (size_t)((next < end ? next : end) - pos);
-
-		if (n > a->max_read)
-			n = a->max_read;
 		char hdr[128];
 		long long v;
 
+		if (job_cancelled(a, j))
+			return -ECANCELED;      /* the rest is not wanted any more */
+		if (n > a->max_read)
+			n = a->max_read;
 		snprintf(hdr, sizeof(hdr), "R %zu %zu %llu %llu %zu\n", j->key_len, elen,
 			 (unsigned long long)j->size, (unsigned long long)pos, n);
-		if (util_send_all(fd, hdr, strlen(hdr)) < 0 || util_send_all(fd, j->key, j->key_len) < 0 ||
+		if (util_send_all(fd, hdr, strlen(hdr)) < 0 ||
+		    util_send_all(fd, j->key, j->key_len) < 0 ||
 		    util_send_all(fd, j->etag, elen) < 0)
 			return ATT_LOST;
 		v = read_answer(fd);
