@@ -38,10 +38,11 @@
  *  - When a stream ends (a random read), its readahead past the furthest byte
  *    read is dropped, except what the new read needs (a forward seek skips
  *    it, a backward one leaves it behind); with cfg->cancel (S3 without the
- *    block cache) its GETs still in flight are detached and cancelled, so the
- *    connections serve the new reads instead of bytes nobody wants. Without
- *    it (the block cache: those blocks are worth caching) they stay and
- *    finish. rd_close cancels every GET in flight the same way.
+ *    block cache, or a mount attached to another's cache) its GETs still in
+ *    flight are detached and cancelled, so the connections serve the new
+ *    reads instead of bytes nobody wants. Without it (our own block cache:
+ *    those blocks are worth caching) they stay and finish. rd_close cancels
+ *    every GET in flight the same way.
  *  - Streams free segments RD_SEQ_BACK (or two blocks, when larger)
  *    behind the reader; random readers
  *    keep up to RD_MAX_SEGS segments (LRU) as a small cache.
