@@ -756,7 +756,7 @@ static int open_or_attach_cache(const struct options *o, const struct cache_conf
 		if (e != -EBUSY || o->cache_clear)
 			return e;
 		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
-		e = attach_new(o->cache_dir, id, id_len, 0, fetch_s3, r->s3, cancel_s3, r->s3,
+		e = attach_new(o->cache_dir, id, id_len, fetch_s3, r->s3, cancel_s3, r->s3,
 			       &r->attach, amsg, sizeof(amsg));
 		if (e == 0)
 			return 0;
@@ -904,7 +904,6 @@ static int run(struct options *o, int notify_fd)
 		ccfg.inner_arg = r.s3;
 		ccfg.clear = o->cache_clear;
 		ccfg.buffer_bytes = cache_buffer_bytes(o);
-		msg[0] = '\0';
 		share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
 					      s3_client_endpoint(r.s3));
 		if (share_len >= sizeof(share_id))

@@ -47,13 +47,13 @@ struct attach_stats {
 
 /*
  * Connect to the owner of cache_dir as a mount of id (id_len bytes: bucket
- * and endpoint). Waits up to wait_ms for an owner that is still starting.
+ * and endpoint). One try: the caller retries an owner still starting.
  * inner is the fetch used when the owner is gone. Returns 0, or -errno with a
  * line in msg: -ENOENT/-ECONNREFUSED (no owner listening), -EXDEV (the owner
  * mounts another bucket or endpoint), -EBUSY (the owner is at SHARE_MAX_CONNS
  * connections), -EPROTO.
  */
-int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms,
+int attach_new(const char *cache_dir, const char *id, size_t id_len,
 	       rd_fetch_fn inner, void *inner_arg, rd_cancel_fn inner_cancel,
 	       void *inner_cancel_arg, struct attach **out, char *msg, size_t msg_len);
 /* Every request queued must have completed (no read running). */

@@ -42,19 +42,20 @@ struct attach {
 	void *inner_arg;
 	rd_cancel_fn inner_cancel;
 	void *inner_cancel_arg;
-	int fds[ATTACH_CONNS];
+	struct att_worker {
+		struct attach *a;
+		int fd;                 /* its connection to the owner */
+		pthread_t th;
+		struct att_job *cur;    /* the job in hand, guarded by mu */
+	} wk[ATTACH_CONNS];
 	int nconns;
-	pthread_t th[ATTACH_CONNS];
 	/* Guarded by mu. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct att_job *head, *tail;
-	struct att_job *cur[ATTACH_CONNS];      /* each worker's job in hand */
 	int stop, gone;
 	struct attach_stats st;
 };
-
-struct att_worker { struct attach *a; int fd, idx; };
 
 static int job_cancelled(struct attach *a, struct att_job *j)
 {
@@ -67,24 +68,23 @@ static int job_cancelled(struct attach *a, struct att_job *j)
 }
 
 /* The owner's answer line: "OK <n>" -> n (>= 0), "ERR <e>" -> -e, else
- * ATT_BAD (connection or protocol failure). */
-#define ATT_BAD (-100001)
+ * ATT_LOST (connection or protocol failure). */
 static long long read_answer(int fd)
 {
 	char line[64], *end;
 	long long v;
 
 	if (util_read_line(fd, line, sizeof(line)) < 0)
-		return ATT_BAD;
+		return ATT_LOST;
 	if (strncmp(line, "OK ", 3) == 0) {
 		v = strtoll(line + 3, &end, 10);
-		return *end || v < 0 ? ATT_BAD : v;
+		return *end || v < 0 ? ATT_LOST : v;
 	}
 	if (strncmp(line, "ERR ", 4) == 0) {
 		v = strtoll(line + 4, &end, 10);
-		return *end || v <= 0 || v > 4095 ? ATT_BAD : -v;
+		return *end || v <= 0 || v > 4095 ? ATT_LOST : -v;
 	}
-	return ATT_BAD;
+	return ATT_LOST;
 }
 
 /* Connect and name bucket and endpoint; learn the block size and the largest
@@ -155,7 +155,7 @@ static ssize_t serve(struct attach *a, int fd, struct att_job *j)
 		    util_send_all(fd, j->etag, elen) < 0)
 			return ATT_LOST;
 		v = read_answer(fd);
-		if (v == ATT_BAD || (v >= 0 && (size_t)v != n))
+		if (v == ATT_LOST || (v >= 0 && (size_t)v != n))
 			return ATT_LOST;
 		if (v < 0)
 			return (ssize_t)v;
@@ -190,9 +190,6 @@ static void *worker_main(void *arg)
 {
 	struct att_worker *wk = arg;
 	struct attach *a = wk->a;
-	int fd = wk->fd, idx = wk->idx;
-
-	free(wk);
 	pthread_setname_np(pthread_self(), "feedfs-attach");
 	pthread_mutex_lock(&a->mu);
 	for (;;) {
@@ -209,12 +206,12 @@ static void *worker_main(void *arg)
 		if (!a->head)
 			a->tail = NULL;
 		gone = a->gone;
-		a->cur[idx] = j;
+		wk->cur = j;
 		pthread_mutex_unlock(&a->mu);
 
-		r = gone ? ATT_LOST : serve(a, fd, j);
+		r = gone ? ATT_LOST : serve(a, wk->fd, j);
 		pthread_mutex_lock(&a->mu);
-		a->cur[idx] = NULL;
+		wk->cur = NULL;
 		if (r == -ECANCELED)
 			a->st.cancelled++;
 		pthread_mutex_unlock(&a->mu);
@@ -242,12 +239,11 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms,
+int attach_new(const char *cache_dir, const char *id, size_t id_len,
 	       rd_fetch_fn inner, void *inner_arg, rd_cancel_fn inner_cancel,
 	       void *inner_cancel_arg, struct attach **out, char *msg, size_t msg_len)
 {
 	struct attach *a = calloc(1, sizeof(*a));
-	int64_t deadline = util_now_ms() + wait_ms;
 	uint32_t block = 0, max_read = 0;
 	int fd, e;
 
@@ -260,13 +256,7 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms
 		free(a);
 		return e;
 	}
-	/* An owner that holds the lock may still be starting its socket. */
-	while ((fd = connect_hello(a->path, id, id_len, &block, &max_read)) == -ENOENT ||
-	       fd == -ECONNREFUSED) {
-		if (util_now_ms() >= deadline)
-			break;
-		usleep(100 * 1000);
-	}
+	fd = connect_hello(a->path, id, id_len, &block, &max_read);
 	if (fd < 0) {
 		snprintf(msg, msg_len, "%s", fd == -EXDEV ?
 			 "its owner mounts another bucket or endpoint, so it cannot be shared" :
@@ -283,7 +273,7 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms
 	a->inner_arg = inner_arg;
 	a->inner_cancel = inner_cancel;
 	a->inner_cancel_arg = inner_cancel_arg;
-	a->fds[a->nconns++] = fd;
+	a->wk[a->nconns++].fd = fd;
 	while (a->nconns < ATTACH_CONNS) {
 		uint32_t b2 = 0, m2 = 0;
 
@@ -293,22 +283,15 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len, int wait_ms
 				close(fd);
 			break;
 		}
-		a->fds[a->nconns++] = fd;
+		a->wk[a->nconns++].fd = fd;
 	}
 	pthread_mutex_init(&a->mu, NULL);
 	pthread_cond_init(&a->cv, NULL);
 	for (int i = 0; i < a->nconns; i++) {
-		struct att_worker *wk = malloc(sizeof(*wk));
-
-		if (wk) {
-			wk->a = a;
-			wk->fd = a->fds[i];
-			wk->idx = i;
-		}
-		if (!wk || pthread_create(&a->th[i], NULL, worker_main, wk) != 0) {
-			free(wk);
+		a->wk[i].a = a;
+		if (pthread_create(&a->wk[i].th, NULL, worker_main, &a->wk[i]) != 0) {
 			for (int k = i; k < a->nconns; k++)
-				close(a->fds[k]);
+				close(a->wk[k].fd);
 			a->nconns = i;
 			break;
 		}
@@ -333,8 +316,8 @@ void attach_destroy(struct attach *a)
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->mu);
 	for (int i = 0; i < a->nconns; i++) {
-		pthread_join(a->th[i], NULL);
-		close(a->fds[i]);
+		pthread_join(a->wk[i].th, NULL);
+		close(a->wk[i].fd);
 	}
 	BUG_ON(a->head);
 	pthread_cond_destroy(&a->cv);
@@ -407,8 +390,9 @@ void attach_cancel(void *arg, rd_fetch_done_fn done, void *done_arg)
 	for (j = a->head; j && !(j->done == done && j->done_arg == done_arg); j = j->next)
 		;
 	for (int i = 0; !j && i < a->nconns; i++)
-		if (a->cur[i] && a->cur[i]->done == done && a->cur[i]->done_arg == done_arg)
-			j = a->cur[i];
+		if (a->wk[i].cur && a->wk[i].cur->done == done &&
+		    a->wk[i].cur->done_arg == done_arg)
+			j = a->wk[i].cur;
 	if (j)
 		j->cancelled = 1;       /* its worker ends it, never this thread */
 	pthread_mutex_unlock(&a->mu);

@@ -150,6 +150,15 @@ static void active_remove(struct s3_http *h, struct s3_req *r)
 	BUG_ON(1);
 }
 
+/* Take an attempt out of curl before its end (cancel, shutdown). */
+static void active_abort(struct s3_http *h, struct s3_req *r)
+{
+	active_remove(h, r);
+	curl_multi_remove_handle(h->multi, r->easy);
+	easy_put(h, r->easy);
+	r->easy = NULL;
+}
+
 static void reap(struct s3_http *h)
 {
 	CURLMsg *m;
@@ -203,7 +212,8 @@ static struct s3_req *unlink_match(struct s3_req **head, struct s3_req **tail,
 	return NULL;
 }
 
-/* Handle one cancel note (and free it). Not an error: no log, no count. */
+/* Handle one cancel note (and free it). Not an error: not logged, counted
+ * apart (n_cancelled). */
 static void cancel_one(struct s3_http *h, struct s3_req *note)
 {
 	struct s3_req *r = unlink_match(&h->wait_head, &h->wait_tail, note);
@@ -216,10 +226,7 @@ static void cancel_one(struct s3_http *h, struct s3_req *note)
 				continue;
 			if (a->len - a->got <= S3_CANCEL_FINISH_BYTES)
 				break;          /* nearly there: cheaper to let it finish */
-			active_remove(h, a);
-			curl_multi_remove_handle(h->multi, a->easy);
-			easy_put(h, a->easy);
-			a->easy = NULL;
+			active_abort(h, a);
 			r = a;
 			break;
 		}
@@ -238,11 +245,7 @@ static void cancel_all(struct s3_http *h)
 	struct s3_req *r, *next;
 
 	while ((r = h->active)) {
-		h->active = r->next;
-		h->n_active--;
-		curl_multi_remove_handle(h->multi, r->easy);
-		easy_put(h, r->easy);
-		r->easy = NULL;
+		active_abort(h, r);
 		r->result = -ECANCELED;
 		snprintf(r->reason, sizeof(r->reason), "client shutting down");
 		complete(r);
