@@ -25,12 +25,19 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
 import zlib
+
+import bench  # noqa: E402  (drop_caches and back_memory)
+
+# bench.py's handlers clean up its own mounts; here the finally blocks do.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -49,9 +56,9 @@ def free_port():
 
 
 def drop_caches():
-    subprocess.run(["sync"])
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
+    """bench.py's: drops the page cache, then touches memory (see back_memory there)."""
+    if not bench.drop_caches():
+        raise SystemExit("cannot drop the page cache (root needed)")
 
 
 def mount(binary, port, mnt, extra):
