@@ -231,12 +231,12 @@ void util_wipe(void *p, size_t n)
 		explicit_bzero(p, n);
 }
 
-int util_send_all(int fd, const void *buf, size_t n)
+/* All n bytes through send() (MSG_NOSIGNAL) or read(); EINTR retried.
+ * 0, or -1 on an error or end of file. */
+static int xfer_all(int fd, char *p, size_t n, int out)
 {
-	const char *p = buf;
-
 	while (n) {
-		ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
+		ssize_t r = out ? send(fd, p, n, MSG_NOSIGNAL) : read(fd, p, n);
 
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -248,21 +248,14 @@ int util_send_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+int util_send_all(int fd, const void *buf, size_t n)
+{
+	return xfer_all(fd, (char *)buf, n, 1);
+}
+
 int util_read_all(int fd, void *buf, size_t n)
 {
-	char *p = buf;
-
-	while (n) {
-		ssize_t r = read(fd, p, n);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		p += r;
-		n -= (size_t)r;
-	}
-	return 0;
+	return xfer_all(fd, buf, n, 0);
 }
 
 int util_read_line(int fd, char *line, size_t cap)
