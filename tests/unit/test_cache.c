@@ -240,6 +240,7 @@ static ssize_t cread(struct cache *c, const char *key, const char *etag, uint64_
 static char tdir[256];
 static int tcount;
 static int t_no_direct;            /* open_cache: force buffered slab I/O */
+static size_t t_shift;             /* read_all: bytes past a page boundary its buffer starts */
 
 static void rm_dir(const char *d)
 {
@@ -281,12 +282,17 @@ static void stats(struct cache *c, struct cache_stats *s)
 	cache_get_stats(c, s);
 }
 
-/* Reads [0, size) in chunks of `chunk` and checks every byte. */
+/* Reads [0, size) in chunks of `chunk` and checks every byte. The buffer is
+ * page-aligned (as the prefetch layer's segments are) plus t_shift bytes. */
 static int read_all(struct cache *c, const char *key, const char *etag, uint64_t size,
 		    size_t chunk, int sized)
 {
-	char *buf = malloc(chunk);
+	char *mem = NULL, *buf;
 	int ok = 1;
+
+	if (posix_memalign((void **)&mem, 4096, chunk + t_shift))
+		return 0;
+	buf = mem + t_shift;
 
 	for (uint64_t off = 0; off < size; off += chunk) {
 		size_t n = size - off < chunk ? size - off : chunk;
@@ -297,7 +303,7 @@ static int read_all(struct cache *c, const char *key, const char *etag, uint64_t
 			break;
 		}
 	}
-	free(buf);
+	free(mem);
 	return ok;
 }
 
@@ -493,8 +499,9 @@ out:
 	rm_dir(d);
 }
 
-/* Flipped bytes in the slab are detected, counted and refetched. */
-static void t_corruption_refetched(void)
+/* Flipped bytes in the slab are detected, counted and refetched, both when
+ * the slab read lands in the caller's buffer and when it lands in an io buffer. */
+static void corruption_refetched(size_t shift)
 {
 	const uint64_t size = 16 * TBS;
 	struct fake f;
@@ -528,14 +535,82 @@ static void t_corruption_refetched(void)
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
 		goto out;
+	t_shift = shift;
 	CHECK(read_all(c, "bad/obj", "\"a\"", size, TBS, 1));
 	stats(c, &s);
 	CHECK_EQ_INT(s.checksum_failures, 8);
+	CHECK_EQ_INT(s.hits, 8);
+	CHECK_EQ_INT(s.hits_in_place, shift ? 0 : 8);
 	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 8);
 	CHECK(read_all(c, "bad/obj", "\"a\"", size, TBS, 1));
 	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 8);     /* repaired copies are hits */
+	t_shift = 0;
 	cache_destroy(c);
 out:
+	fake_stop(&f);
+	rm_dir(d);
+}
+
+static void t_corruption_refetched(void)
+{
+	corruption_refetched(0);
+	corruption_refetched(8);
+}
+
+/*
+ * A slab read that lands in the first caller's buffer serves the requests
+ * that join it from there: a part of the block, the whole block at an
+ * unaligned address, the whole block at another aligned one. All four are
+ * handed to the cache before it can reap the read, so they join it (retried
+ * when the scheduler spreads them over two wakeups).
+ */
+static void t_read_in_place_joined(void)
+{
+	const uint64_t size = 8 * TBS;
+	struct fake f;
+	const char *d = new_dir();
+	struct cache_stats s0, s;
+	struct cache *c;
+	char *mem = NULL;
+	int joined = 0;
+
+	fake_start(&f);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c || posix_memalign((void **)&mem, 4096, 5 * TBS))
+		goto out;
+	CHECK(read_all(c, "join/obj", "\"j\"", size, TBS, 1));
+	for (int round = 0; round < 50 && !joined; round++) {
+		static const struct { size_t at, off, len; } rq[] = {
+			{ 0, 0, TBS }, { TBS, 100, 300 }, { 2 * TBS + 8, 0, TBS }, { 4 * TBS, 0, TBS },
+		};
+		struct sync_wait w[4];
+		uint64_t blk = (uint64_t)(round % 8) * TBS;
+
+		memset(mem, 0xAA, 5 * TBS);
+		stats(c, &s0);
+		for (int i = 0; i < 4; i++) {
+			w[i] = (struct sync_wait){ PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+						   0, 0 };
+			CHECK_EQ_INT(cache_fetch_sized(c, "join/obj", 8, "\"j\"", size,
+						       blk + rq[i].off, rq[i].len, mem + rq[i].at,
+						       sync_done, &w[i]), 0);
+		}
+		for (int i = 0; i < 4; i++) {
+			CHECK_EQ_INT(sync_wait_for(&w[i]), rq[i].len);
+			CHECK(fake_check(mem + rq[i].at, "join/obj", "\"j\"", blk + rq[i].off,
+					 rq[i].len));
+		}
+		stats(c, &s);
+		joined = s.coalesced - s0.coalesced == 3 && s.hits - s0.hits == 1 &&
+			 s.hits_in_place - s0.hits_in_place == 1;
+	}
+	CHECK(joined);
+	stats(c, &s);
+	CHECK_EQ_INT(s.checksum_failures, 0);
+	CHECK_EQ_INT(s.inner_fetches, 8);
+	cache_destroy(c);
+out:
+	free(mem);
 	fake_stop(&f);
 	rm_dir(d);
 }
@@ -1261,6 +1336,7 @@ static const struct test tests[] = {
 	TEST(t_bytes_equal_source),
 	TEST(t_restart_warm),
 	TEST(t_corruption_refetched),
+	TEST(t_read_in_place_joined),
 	TEST(t_eviction),
 	TEST(t_etag_change),
 	TEST(t_crash_restart),
