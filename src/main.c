@@ -649,13 +649,11 @@ static void log_io_stats(struct running *r)
 		struct cache_stats c;
 
 		cache_get_stats(r->cache, &c);
-		log_info("cache", "hits %llu, read in place %llu, misses %llu, coalesced %llu, "
-			 "bypass %llu, inner fetches %llu, bytes from disk %llu, from s3 %llu, "
-			 "written %llu, "
+		log_info("cache", "hits %llu, misses %llu, coalesced %llu, bypass %llu, "
+			 "inner fetches %llu, bytes from disk %llu, from s3 %llu, written %llu, "
 			 "checksum failures %llu, io errors %llu, evictions %llu, "
 			 "write skipped %llu, pieces %llu, records %llu, cached mib %llu, pages %llu",
-			 (unsigned long long)c.hits, (unsigned long long)c.hits_in_place,
-			 (unsigned long long)c.misses,
+			 (unsigned long long)c.hits, (unsigned long long)c.misses,
 			 (unsigned long long)c.coalesced, (unsigned long long)c.bypass,
 			 (unsigned long long)c.inner_fetches,
 			 (unsigned long long)c.bytes_from_disk,

@@ -55,7 +55,6 @@ struct cache_config {
 
 struct cache_stats {
 	uint64_t hits;              /* blocks served from disk */
-	uint64_t hits_in_place;     /* of these, read straight into the caller's buffer */
 	uint64_t misses;            /* blocks fetched through the inner fetch */
 	uint64_t coalesced;         /* block requests that joined one in flight */
 	uint64_t bypass;            /* requests passed through (no ETag) */

@@ -17,10 +17,7 @@
  * (where to copy from, where to, how much) attached to a block operation
  * (struct bop) keyed by the block's 128-bit identity. A bop is one of
  *   READ   slot -> buffer (io_uring), CRC32C check; on mismatch or I/O error the
- *          slot is freed and the same bop turns into a FETCH. When one waiter
- *          wants the whole record at an aligned address, the read lands in
- *          that waiter's memory instead (direct_waiter) and the others copy
- *          from there;
+ *          slot is freed and the same bop turns into a FETCH;
  *   FETCH  inner fetch -> buffer; waiters are served, then the bop turns into a
  *   WRITE  buffer -> a slot claimed by CLOCK; the record is published when the
  *          write completes. Waiters arriving meanwhile are served from the buffer.
@@ -127,7 +124,6 @@ struct bop {
 	struct pool *pool;
 	struct iobuf *buf;
 	struct waiter *waiters;
-	struct waiter *dw;          /* READ straight into this waiter's dst, or NULL */
 	struct bop *hnext;          /* in-flight table chain */
 	struct bop *qnext;          /* buffer FIFO / completion queue */
 	/* Runs of pieces fetched by one GET: the carrier (members != NULL) owns
@@ -139,7 +135,7 @@ struct bop {
 };
 
 struct cache_counters {
-	_Atomic uint64_t hits, hits_in_place, misses, coalesced, bypass, inner_fetches, bytes_from_disk,
+	_Atomic uint64_t hits, misses, coalesced, bypass, inner_fetches, bytes_from_disk,
 		bytes_from_inner, bytes_written, checksum_failures, io_errors, evictions,
 		write_skipped, slots_used, bytes_used, pieces;
 };
@@ -312,24 +308,18 @@ static void serve(struct bop *op, struct waiter *w)
 
 static void serve_all(struct bop *op, int err)
 {
-	struct waiter *w = op->waiters, *dw = op->dw;
+	struct waiter *w = op->waiters;
 
 	op->waiters = NULL;
-	op->dw = NULL;
 	while (w) {
 		struct waiter *next = w->next;
 
-		if (w == dw) {
-			/* holds the bytes the others copy: finished last */
-		} else if (err) {
+		if (err)
 			req_finish_block(w->req, err);
-		} else {
-			serve_from(dw ? dw->dst : op->buf->p, w);
-		}
+		else
+			serve(op, w);
 		w = next;
 	}
-	if (dw)
-		req_finish_block(dw->req, err);
 }
 
 static void buf_put(struct pool *pl, struct iobuf *b)
@@ -427,14 +417,12 @@ static void submit_slab_io(struct bop *op)
 {
 	struct cache *c = op->c;
 	struct io_uring_sqe *sqe = get_sqe(c);
-	char *p = (op->dw ? op->dw->dst : op->buf->p) + op->io_done;
+	char *p = op->buf->p + op->io_done;
 	unsigned n = op->io_len - op->io_done;
 	uint64_t off = op->slab_off + op->io_done;
 	int rd = op->kind == BOP_READ;
 
-	if (op->dw) {
-		io_uring_prep_read(sqe, c->slab_fd, p, n, off);
-	} else if (c->registered) {
+	if (c->registered) {
 		if (rd)
 			io_uring_prep_read_fixed(sqe, c->slab_fd, p, n, off, op->buf->index);
 		else
@@ -447,30 +435,12 @@ static void submit_slab_io(struct bop *op)
 	io_uring_sqe_set_data(sqe, op);
 }
 
-/*
- * A waiter that wants the whole record, at an aligned address, of an aligned
- * length: the slab read can land in its memory and save the copy out of the
- * io buffer (the prefetch layer's segments are page-aligned, and a sequential
- * stream asks for whole blocks). Its request cannot finish before the read
- * does, so nobody sees the bytes before their checksum passed.
- */
-static struct waiter *direct_waiter(const struct bop *op)
-{
-	if (op->len != align_up(op->len))
-		return NULL;
-	for (struct waiter *w = op->waiters; w; w = w->next)
-		if (w->src_off == 0 && w->n == op->len && !((uintptr_t)w->dst & (IO_ALIGN - 1)))
-			return w;
-	return NULL;
-}
-
 static void bop_run(struct bop *op)
 {
 	op->io_done = 0;
 	switch (op->kind) {
 	case BOP_READ:
 		op->io_len = align_up(op->len);
-		op->dw = direct_waiter(op);
 		submit_slab_io(op);
 		break;
 	case BOP_FETCH:
@@ -518,7 +488,6 @@ static void read_failed(struct bop *op)
 	idx_read_end(&c->ix, op->rec, 0);
 	publish_fill(c);
 	op->rec = IDX_NONE;
-	op->dw = NULL;              /* the fetch lands in the io buffer */
 	bop_fetch(op);
 }
 
@@ -526,7 +495,7 @@ static void read_complete(struct bop *op)
 {
 	struct cache *c = op->c;
 	struct idx_rec *r = &c->ix.rec[op->rec];
-	uint32_t crc = cksum_crc32c(0, op->dw ? op->dw->dst : op->buf->p, op->len);
+	uint32_t crc = cksum_crc32c(0, op->buf->p, op->len);
 
 	if (crc != r->data_crc) {
 		CNT_ADD(c, checksum_failures, 1);
@@ -536,8 +505,6 @@ static void read_complete(struct bop *op)
 		return;
 	}
 	CNT_ADD(c, hits, 1);
-	if (op->dw)
-		CNT_ADD(c, hits_in_place, 1);
 	CNT_ADD(c, bytes_from_disk, op->len);
 	idx_read_end(&c->ix, op->rec, 1);
 	serve_all(op, 0);
@@ -1024,7 +991,6 @@ void cache_get_stats(struct cache *c, struct cache_stats *o)
 #define LD(f) atomic_load_explicit(&c->st.f, memory_order_relaxed)
 	memset(o, 0, sizeof(*o));
 	o->hits = LD(hits);
-	o->hits_in_place = LD(hits_in_place);
 	o->misses = LD(misses);
 	o->coalesced = LD(coalesced);
 	o->bypass = LD(bypass);

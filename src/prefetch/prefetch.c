@@ -270,9 +270,8 @@ static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
 
 	BUG_ON(len == 0 || off + len > f->size);
 	s = calloc(1, sizeof(*s));
-	/* Page-aligned, so the block cache can read its slab straight into it. */
-	if (s && posix_memalign((void **)&s->buf, 4096, len))
-		s->buf = NULL;
+	if (s)
+		s->buf = malloc(len);
 	if (!s || !s->buf) {
 		free(s);
 		rd_budget_give(f->budget, len);

@@ -122,8 +122,6 @@ def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, prox
     umount(m2)
     st = cache_stats(m2.log)
     assert st["hits"] > 0 and st["inner fetches"] == 0
-    # the sequential pass's blocks land straight in the readahead segments
-    assert st["read in place"] > 0, st
 
 
 def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
