@@ -208,13 +208,20 @@ def back_memory():
             pass
 
 
-def drop_caches():
-    """Drop the page cache before a cold pass, then back_memory()."""
+def drop_page_cache():
+    """sync and drop the page cache; False when not allowed (not root)."""
     try:
         os.sync()
         with open("/proc/sys/vm/drop_caches", "w") as f:
             f.write("3\n")
     except OSError:
+        return False
+    return True
+
+
+def drop_caches():
+    """Drop the page cache before a cold pass, then back_memory()."""
+    if not drop_page_cache():
         return False
     back_memory()
     return True

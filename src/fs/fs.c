@@ -1012,15 +1012,15 @@ void fs_log_stats(struct fs *fs)
 	pthread_mutex_unlock(&fs->lock);
 	log_info(TAG, "lookups %llu (cached %llu, remote %llu, negative hits %llu), "
 		 "list pages %llu, heads %llu, opens %llu (keep_cache %llu), flushes %llu, "
-		 "reads %llu, "
-		 "estale %llu, hidden keys %llu, live inodes %zu; subtree listings %llu "
+		 "reads %llu, estale %llu, hidden keys %llu, live inodes %zu; subtree listings %llu "
 		 "(%llu pages, %llu directories, %llu too big), listing cache %zu dirs "
 		 "%zu KiB (%llu evicted)",
 		 (unsigned long long)s.lookups, (unsigned long long)s.lookups_cached,
 		 (unsigned long long)s.lookups_remote, (unsigned long long)s.negative_hits,
 		 (unsigned long long)s.list_pages, (unsigned long long)s.heads,
 		 (unsigned long long)s.opens, (unsigned long long)s.keep_cache,
-		 (unsigned long long)s.flushes, (unsigned long long)s.reads, (unsigned long long)s.estale,
+		 (unsigned long long)s.flushes, (unsigned long long)s.reads,
+		 (unsigned long long)s.estale,
 		 (unsigned long long)s.hidden, live,
 		 (unsigned long long)s.subtree_walks, (unsigned long long)s.subtree_pages,
 		 (unsigned long long)s.subtree_dirs, (unsigned long long)s.subtree_too_big,

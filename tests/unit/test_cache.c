@@ -574,7 +574,7 @@ static void t_slab_read_joined(void)
 		for (int i = 0; i < 4; i++) {
 			w[i] = (struct sync_wait){ PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
 						   0, 0 };
-			CHECK_EQ_INT(cache_fetch_sized(c, "join/obj", 8, "\"j\"", size,
+			CHECK_EQ_INT(cache_fetch_sized(c, "join/obj", strlen("join/obj"), "\"j\"", size,
 						       blk + rq[i].off, rq[i].len, mem + rq[i].at,
 						       sync_done, &w[i]), 0);
 		}
