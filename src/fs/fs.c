@@ -234,11 +234,20 @@ void fs_fill_entry(const struct fs *fs, const struct fs_node *n, struct fuse_ent
 	fs_fill_stat(fs, n, &e->attr);
 }
 
+/* Every size this node ever had is a size the kernel may hold for it. */
+static void node_set_size(struct fs_node *n, uint64_t size)
+{
+	if (n->size_known && n->size != size)
+		n->size_moved = 1;
+	n->size_known = 1;
+	n->size = size;
+}
+
 void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms)
 {
 	if (n->is_dir || d->is_dir || n->attr_ms > when_ms)
 		return;
-	n->size = d->size;
+	node_set_size(n, d->size);
 	n->mtime_ms = d->mtime_ms;
 	copy_etag(n->etag, d->etag);
 	n->attr_ms = when_ms;
@@ -246,7 +255,7 @@ void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64
 
 static void node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms)
 {
-	n->size = o->size;
+	node_set_size(n, o->size);
 	n->mtime_ms = o->mtime_ms;
 	copy_etag(n->etag, o->etag);
 	n->attr_ms = when_ms;
@@ -499,7 +508,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct fs *fs = req_fs(req);
 	struct stat st;
-	int r = refresh_attrs(fs, ino, &st, NULL, NULL, NULL);
+	int r;
+
+	FS_STAT_INC(fs, getattrs);
+	r = refresh_attrs(fs, ino, &st, NULL, NULL, NULL);
 
 	if (r < 0)
 		fuse_reply_err(req, -r);
@@ -585,7 +597,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_file *f;
 	struct fs_node *n;
 	uint64_t size;
-	int keep = 0, r;
+	int keep = 0, moved = 0, r;
 	size_t klen;
 	char *key;
 
@@ -600,6 +612,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, ino);
 	key = n ? file_key(fs, n->path, n->path_len, &klen) : NULL;
+	moved = n && n->size_moved;
 	pthread_mutex_unlock(&fs->lock);
 	if (!n)
 		return -ESTALE;
@@ -615,17 +628,21 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 		return -ENOMEM;
 	}
 	FS_STAT_INC(fs, opens);
-	if (keep)
+	if (keep) {
 		FS_STAT_INC(fs, keep_cache);
-	else if (fs->se)
+	} else if (moved && fs->se) {
 		/* This handle reads the version with `etag`; the kernel may still
 		 * hold the size of an older one (a readdirplus update it dropped,
 		 * or a HEAD just now), and it cuts reads at that size: bytes of the
 		 * new version up to the old length would look like a whole file.
 		 * Invalidate the attributes (not the pages: keep_cache=0 does that)
 		 * so the first read fetches them again. Attribute-only invalidation
-		 * takes no lock that this open holds. */
+		 * takes no lock that this open holds. Only when the size ever
+		 * changed: otherwise every size the kernel can hold is this one,
+		 * and a first open costs no GETATTR (fstat, then read). */
+		FS_STAT_INC(fs, size_invals);
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	}
 	fi->fh = (uintptr_t)f;
 	fi->keep_cache = keep;
 	/* Read-only: nothing to flush, so close() costs the reader no round trip. */
@@ -1011,14 +1028,16 @@ void fs_log_stats(struct fs *fs)
 	lc_evicted = fs->lcache.evictions;
 	pthread_mutex_unlock(&fs->lock);
 	log_info(TAG, "lookups %llu (cached %llu, remote %llu, negative hits %llu), "
-		 "list pages %llu, heads %llu, opens %llu (keep_cache %llu), flushes %llu, "
+		 "list pages %llu, heads %llu, getattrs %llu, opens %llu (keep_cache %llu, "
+		 "size invalidations %llu), flushes %llu, "
 		 "reads %llu, estale %llu, hidden keys %llu, live inodes %zu; subtree listings %llu "
 		 "(%llu pages, %llu directories, %llu too big), listing cache %zu dirs "
 		 "%zu KiB (%llu evicted)",
 		 (unsigned long long)s.lookups, (unsigned long long)s.lookups_cached,
 		 (unsigned long long)s.lookups_remote, (unsigned long long)s.negative_hits,
 		 (unsigned long long)s.list_pages, (unsigned long long)s.heads,
-		 (unsigned long long)s.opens, (unsigned long long)s.keep_cache,
+		 (unsigned long long)s.getattrs, (unsigned long long)s.opens,
+		 (unsigned long long)s.keep_cache, (unsigned long long)s.size_invals,
 		 (unsigned long long)s.flushes, (unsigned long long)s.reads,
 		 (unsigned long long)s.estale,
 		 (unsigned long long)s.hidden, live,

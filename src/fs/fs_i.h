@@ -20,6 +20,7 @@ struct fs_neg;                      /* negative-lookup cache (fs.c) */
 struct fs_stats {                   /* relaxed atomics */
 	uint64_t lookups, lookups_cached, lookups_remote, negative_hits;
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
+	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
 };
 

@@ -35,6 +35,9 @@ struct fs_node {
 	char etag[FS_ETAG_MAX];
 	int64_t attr_ms;             /* monotonic time they were learnt; 0: stale */
 	char open_etag[FS_ETAG_MAX]; /* ETag at the previous open: keep_cache decision */
+	uint8_t size_known;          /* size has been set once */
+	uint8_t size_moved;          /* set again to another value: the kernel may hold an
+	                              * older size (fs.c do_open invalidates it) */
 	/* Directory listings live in the path-keyed cache (fs->lcache), not here:
 	 * a subtree listing fills it for directories that have no node yet. */
 };

@@ -7,6 +7,7 @@ HEAD from a GET; this test runs on the S3 stub, which counts requests by kind.""
 import os
 import re
 import subprocess
+import time
 
 from conftest import unmount
 
@@ -32,6 +33,60 @@ def test_ls_l_no_head_per_entry(stub, mount):
     stub.reset_counts()
     subprocess.run(["ls", "-l", m.p("d")], capture_output=True, check=True)
     assert stub.count("head") <= 5
+
+
+def fs_stats(m):
+    with open(m.log, errors="replace") as f:
+        line = [l for l in f if " getattrs " in l][-1]
+    return {k: int(re.search(r"%s (\d+)" % k, line).group(1))
+            for k in ("getattrs", "opens", "size invalidations")}, line
+
+
+def test_first_open_sends_no_getattr(stub, mount):
+    """A loader's open + fstat + read of a file it has just listed costs one OPEN
+    and one READ: the attributes from the listing stand (no invalidation, so no
+    GETATTR) while the object's size never changed. Once a size changes, opens
+    of that file invalidate the kernel's attributes again and every byte of the
+    new version is read (the case fs.c do_open exists for)."""
+    stub.create_bucket("noattr")
+    n = 20
+    body = {i: bytes([65 + i]) * (5000 + 7 * i) for i in range(n)}
+    for i in range(n):
+        stub.put("noattr", "d/f%02d.bin" % i, body[i])
+    m = mount("noattr", endpoint=stub.url)
+    assert sorted(os.listdir(m.p("d"))) == ["f%02d.bin" % i for i in range(n)]
+    for i in range(n):
+        with open(m.p("d/f%02d.bin" % i), "rb", buffering=0) as f:
+            assert os.fstat(f.fileno()).st_size == len(body[i])
+            assert f.readall() == body[i]
+    assert not unmount(m.path, m.pids)
+    st, line = fs_stats(m)
+    assert st["opens"] == n and st["size invalidations"] == 0, line
+    assert st["getattrs"] <= 2, line          # the mount root's, never one per file
+
+    m = mount("noattr", "", "--metadata-ttl", "1", endpoint=stub.url)
+    assert read_all_of(m.p("d/f00.bin")) == body[0]
+    # f00 grows; within a few TTLs an open reads all of the new version, never a
+    # prefix of it cut at the old size
+    new = b"z" * 40000
+    stub.put("noattr", "d/f00.bin", new)
+    deadline = time.monotonic() + 20
+    while True:
+        time.sleep(1.2)
+        os.listdir(m.p("d"))                 # the listing learns the new size
+        got = read_all_of(m.p("d/f00.bin"))
+        assert got in (body[0], new), "wrong bytes: %d of them" % len(got)
+        if got == new:
+            break
+        assert time.monotonic() < deadline, "the new version never showed"
+    assert not unmount(m.path, m.pids)
+    st, line = fs_stats(m)
+    assert st["size invalidations"] >= 1, line
+
+
+def read_all_of(path):
+    with open(path, "rb", buffering=0) as f:
+        return f.readall()
 
 
 def test_close_sends_no_flush(stub, mount):
