@@ -55,7 +55,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o
 all: $(BUILD)/feedfs ## build build/feedfs (default)
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -118,6 +118,13 @@ bench: ## side-by-side benchmarks (not part of test)
 	WORKLOADS='$(WORKLOADS)' LATENCY_MS='$(LATENCY_MS)' BW_MBPS='$(BW_MBPS)' \
 	PASS_TIMEOUT='$(PASS_TIMEOUT)' RAND_SECONDS='$(RAND_SECONDS)' MAX_MINUTES='$(MAX_MINUTES)' \
 	PREPARE_ONLY='$(PREPARE_ONLY)' bench/run.sh
+
+# The FUSE passthrough that bench/fuse_ceiling.py measures feedfs's disk cache against.
+build/bench/fuse_ceiling: bench/fuse_ceiling.c ## bench probe: FUSE's own ceiling on local files
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -O2 -g \
+		$(shell pkg-config --cflags fuse3) -o $@ $< $(shell pkg-config --libs fuse3) -pthread
 
 # ---- robustness: fuzzers, TSan, valgrind, soak (docs/SECURITY.md) ----------
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c) link against the library built with
