@@ -66,6 +66,7 @@ CONTENDERS = [c.strip() for c in (os.environ.get("CONTENDERS") or "feedfs,s3fs,r
 _wl_default = "1,2,5" if LAT_MS > 0 else "1,2,3,4,5"
 WORKLOADS = {int(w) for w in (os.environ.get("WORKLOADS") or _wl_default).replace(" ", "").split(",") if w}
 FEEDFS = os.environ.get("FEEDFS") or os.path.join(ROOT, "build", "feedfs")
+PASSTHROUGH = os.path.join(ROOT, "build", "bench", "fuse_ceiling")   # bench/fuse_ceiling.c
 S3RVER = os.environ.get("S3RVER", "")
 
 # dataset shapes (the issue's sizes at SIZE_SCALE=1)
@@ -559,6 +560,13 @@ def make_contenders(server):
     cs = []
     if "local" in CONTENDERS or True:
         cs.append(Contender("local-disk", "disk", kind="local", options="the same files in build/bench/data/local"))
+    if os.access(PASSTHROUGH, os.X_OK) and not LAT_MS:
+        # The fastest a FUSE daemon serves those files here: what FUSE itself costs
+        # (bench/fuse_ceiling.c; the kernel readahead feedfs sets for itself, 8 MiB).
+        cs.append(Contender("fuse-passthrough", "disk",
+                            lambda b, m, c: [PASSTHROUGH, "--readahead-kb", "8192", os.path.join(LOCAL, b), m],
+                            options="bench/fuse_ceiling.c over build/bench/data/local (splice replies, "
+                                    "read_ahead_kb 8192)"))
     if "feedfs" in CONTENDERS:
         if os.access(FEEDFS, os.X_OK):
             fenv = {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1"}

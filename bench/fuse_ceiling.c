@@ -14,8 +14,10 @@
  * With --direct the files are opened O_DIRECT (no page cache of the source),
  * which is what feedfs's slab reads do.
  *
- * Usage: fuse_ceiling [--copy] [--direct] DIR MOUNTPOINT   (foreground; unmount
- * with fusermount3 -u, or SIGTERM). Nodes are pointers to a small struct holding
+ * Usage: fuse_ceiling [--copy] [--direct] [--readahead-kb N] DIR MOUNTPOINT
+ * (foreground; unmount with fusermount3 -u, or SIGTERM). --readahead-kb sets the
+ * mount's /sys/class/bdi/MAJ:MIN/read_ahead_kb once INIT is answered, as feedfs
+ * does as root with its part size (8192 by default). Nodes are pointers to a small struct holding
  * the path below DIR (no fd each: 20,000 files would exceed the fd limit);
  * forget frees them. Files are opened with keep_cache, as feedfs opens an object
  * whose ETag has not changed. */
@@ -31,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #define MAX_READ (1u << 20)
@@ -45,6 +48,8 @@ static struct node root_node = { .path = "." };
 static int root_fd;
 static int copy_mode, direct_mode;
 static pthread_key_t buf_key;
+static unsigned readahead_kb;
+static const char *mount_path;
 
 static struct node *node_of(fuse_ino_t ino)
 {
@@ -227,6 +232,24 @@ static void ce_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* stat() of the mount waits until the loop has answered INIT; the kernel only
+ * takes a larger readahead after that. */
+static void *readahead_main(void *arg)
+{
+	char sys[96];
+	struct stat st;
+	FILE *f;
+
+	if (stat(mount_path, &st) < 0)
+		return NULL;
+	snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+		 minor(st.st_dev));
+	f = fopen(sys, "w");
+	if (!f || fprintf(f, "%u\n", readahead_kb) < 0 || fclose(f) != 0)
+		fprintf(stderr, "fuse_ceiling: cannot set %s\n", sys);
+	return NULL;
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = ce_init,
 	.lookup = ce_lookup,
@@ -254,11 +277,14 @@ int main(int argc, char **argv)
 			copy_mode = 1;
 		else if (!strcmp(argv[i], "--direct"))
 			direct_mode = 1;
+		else if (!strcmp(argv[i], "--readahead-kb") && i + 1 < argc)
+			readahead_kb = (unsigned)strtoul(argv[++i], NULL, 10);
 		else
 			break;
 	}
 	if (argc - i != 2) {
-		fprintf(stderr, "usage: %s [--copy] [--direct] DIR MOUNTPOINT\n", argv[0]);
+		fprintf(stderr, "usage: %s [--copy] [--direct] [--readahead-kb N] DIR MOUNTPOINT\n",
+			argv[0]);
 		return 2;
 	}
 	root_fd = open(argv[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -271,6 +297,13 @@ int main(int argc, char **argv)
 	se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
 	if (!se || fuse_set_signal_handlers(se) || fuse_session_mount(se, argv[i + 1]))
 		return 1;
+	mount_path = argv[i + 1];
+	if (readahead_kb) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, readahead_main, NULL) == 0)
+			pthread_detach(t);
+	}
 	lcfg = fuse_loop_cfg_create();
 	fuse_loop_cfg_set_max_threads(lcfg, 64);
 	fuse_loop_cfg_set_idle_threads(lcfg, 16);

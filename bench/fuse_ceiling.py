@@ -25,6 +25,7 @@ on the same mount with the page cache warm (W2warm), using bench.py's
 own w_seq and w_epoch over the data `make bench` prepared (build/bench/data).
 Timing only, not a test. Needs root.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -49,12 +50,6 @@ SETS = {"W1": "large-2048m", "W2": "epoch-20000x100k-100c"}
 READAHEAD_KB = 8192             # what feedfs sets with the default 8 MiB part size
 
 
-def set_readahead(mnt, kb):
-    st = os.stat(mnt)
-    with open("/sys/class/bdi/%d:%d/read_ahead_kb" % (os.major(st.st_dev), os.minor(st.st_dev)), "w") as f:
-        f.write("%d\n" % kb)
-
-
 def wait_mounted(mnt, proc):
     for _ in range(100):
         if os.path.ismount(mnt):
@@ -74,15 +69,17 @@ def umount(mnt):
 
 
 class Probe:
-    def __init__(self, flags):
-        self.flags = flags
+    def __init__(self, src, flags):
+        self.src, self.flags = src, flags
 
     def __enter__(self):
         self.mnt = os.path.join(WORK, "mnt-probe")
         os.makedirs(self.mnt, exist_ok=True)
-        self.proc = subprocess.Popen([PROBE] + self.flags + [self.src, self.mnt])
+        self.proc = subprocess.Popen([PROBE, "--readahead-kb", str(READAHEAD_KB)] + self.flags +
+                                     [self.src, self.mnt])
         wait_mounted(self.mnt, self.proc)
-        set_readahead(self.mnt, READAHEAD_KB)
+        os.stat(self.mnt)           # INIT answered: the probe has set its readahead
+        time.sleep(0.1)
         return self.mnt
 
     def __exit__(self, *a):
@@ -91,8 +88,8 @@ class Probe:
 
 
 class Feedfs:
-    def __init__(self, port, bucket):
-        self.port, self.bucket = port, bucket
+    def __init__(self, port, bucket, extra=()):
+        self.port, self.bucket, self.extra = port, bucket, list(extra)
 
     def __enter__(self):
         self.mnt = os.path.join(WORK, "mnt-feedfs")
@@ -102,7 +99,7 @@ class Feedfs:
         subprocess.run([FEEDFS, "s3://" + self.bucket, self.mnt, "--endpoint-url",
                         "http://127.0.0.1:%d" % self.port, "--force-path-style", "--region", "us-east-1",
                         "--cache-dir", os.path.join(WORK, "cache-" + self.bucket), "--cache-size", "6G",
-                        "--log-file", os.path.join(WORK, "feedfs.log")], env=env, check=True)
+                        "--log-file", os.path.join(WORK, "feedfs.log")] + self.extra, env=env, check=True)
         return self.mnt
 
     def __exit__(self, *a):
@@ -147,25 +144,17 @@ def main():
                 src = os.path.join(DATA, "local", b)
                 for k in order:
                     if k == "local":
-                        ctx = None
+                        ctx = contextlib.nullcontext(src)
                     elif k == "feedfs-disk":
                         ctx = Feedfs(port, b)
                     else:
-                        ctx = Probe(["--direct"] if k == "fuse-direct" else [])
-                        ctx.src = src
-                    if ctx is None:
-                        walk(src)
+                        ctx = Probe(src, ["--direct"] if k == "fuse-direct" else [])
+                    with ctx as root:
+                        walk(root)
                         bench.drop_caches()
-                        got = {w: run_pass(w, src, mans[w])}
+                        got = {w: run_pass(w, root, mans[w])}
                         if w == "W2":
-                            got["W2warm"] = run_pass(w, src, mans[w])
-                    else:
-                        with ctx as mnt:
-                            walk(mnt)
-                            bench.drop_caches()
-                            got = {w: run_pass(w, mnt, mans[w])}
-                            if w == "W2":
-                                got["W2warm"] = run_pass(w, mnt, mans[w])
+                            got["W2warm"] = run_pass(w, root, mans[w])
                     for ww, v in got.items():
                         res.setdefault((ww, k), []).append(v)
                         print("round %d %-6s %-12s %9.1f %s" % (r + 1, ww, k, v, "MB/s" if ww == "W1" else "files/s"),

@@ -287,6 +287,14 @@ def targets(a, latency):
                             "%s %s" % (fmt(v), unit) if v is not None else "–",
                             "%s %s (local, page cache dropped)" % (fmt(lv), unit) if lv is not None else "–",
                             "%.0f%%" % (r * 100) if r is not None else "–", verdict(None if r is None else r >= need)])
+                # context, not a target: the same files through the fastest FUSE daemon
+                pv = a.med("fuse-passthrough", w, var, "cold")
+                if pv is not None and lv:
+                    out.append(["… FUSE's own ceiling here: a passthrough of the local files (page cache "
+                                "dropped) reaches %.0f%% of local disk; feedfs-cache ÷ passthrough" % (pv / lv * 100),
+                                "%s %s" % (fmt(v), unit) if v is not None else "–",
+                                "%s %s (fuse-passthrough)" % (fmt(pv), unit),
+                                "%.0f%%" % (v / pv * 100) if v is not None and pv else "–", "context"])
             # warm random 4 KiB: the replayed offsets, so both sides may hit the page cache
             v = a.med("feedfs-cache", 4, "4KiB x1", "warm")
             lv = a.med("local-disk", 4, "4KiB x1", "warm")
@@ -332,7 +340,8 @@ def workload_tables(a):
                 if not cold and not warm:
                     continue
                 rss = a.rss(cfg, w)
-                label = {"server": "server ceiling (curl, no FUSE)", "local-disk": "local disk ceiling"}.get(cfg, cfg)
+                label = {"server": "server ceiling (curl, no FUSE)", "local-disk": "local disk ceiling",
+                         "fuse-passthrough": "FUSE passthrough of the local files"}.get(cfg, cfg)
                 rows.append([label, var, cold or "–", warm or "–", disk or "–",
                              "%.0f" % rss if rss is not None else "–"])
         s += md_table(["contender", "variant", "cold", "warm", "warm, page cache dropped", "peak RSS MiB"], rows)
