@@ -67,6 +67,7 @@ _wl_default = "1,2,5" if LAT_MS > 0 else "1,2,3,4,5"
 WORKLOADS = {int(w) for w in (os.environ.get("WORKLOADS") or _wl_default).replace(" ", "").split(",") if w}
 FEEDFS = os.environ.get("FEEDFS") or os.path.join(ROOT, "build", "feedfs")
 PASSTHROUGH = os.path.join(ROOT, "build", "bench", "fuse_ceiling")   # bench/fuse_ceiling.c
+PASSTHROUGH_READAHEAD_KB = 8192     # what feedfs sets for itself with its default 8 MiB parts
 S3RVER = os.environ.get("S3RVER", "")
 
 # dataset shapes (the sizes at SIZE_SCALE=1)
@@ -564,7 +565,8 @@ def make_contenders(server):
         # The fastest a FUSE daemon serves those files here: what FUSE itself costs
         # (bench/fuse_ceiling.c; the kernel readahead feedfs sets for itself, 8 MiB).
         cs.append(Contender("fuse-passthrough", "disk",
-                            lambda b, m, c: [PASSTHROUGH, "--readahead-kb", "8192", os.path.join(LOCAL, b), m],
+                            lambda b, m, c: [PASSTHROUGH, "--readahead-kb", str(PASSTHROUGH_READAHEAD_KB),
+                                             os.path.join(LOCAL, b), m],
                             options="bench/fuse_ceiling.c over build/bench/data/local (splice replies, "
                                     "read_ahead_kb 8192)"))
     if "feedfs" in CONTENDERS:

@@ -15,14 +15,14 @@ alternating order, ROUNDS times (default 3), each pass from a dropped page cache
   fuse-direct   fuse_ceiling --direct: O_DIRECT pread + one copy in the daemon,
                 the shape of feedfs's slab read (no page cache of the source)
   feedfs-disk   feedfs --cache-dir over a cache filled beforehand
-Before each pass the tree is walked once, then the page cache is dropped: as
-in make bench, whose disk pass follows the cold and warm passes on the same
-mount, feedfs's listings are then still fresh (--metadata-ttl) and the timed
-walk costs no LIST; the file data all comes from disk.
 on W1 (the 2 GiB object, 1 reader, 1 MiB reads: MB/s) and W2 (20,000 x 100 KiB,
 os.walk + shuffled reads by 8 threads, sha256 each: files/s), and W2 once more
-on the same mount with the page cache warm (W2warm), using bench.py's
-own w_seq and w_epoch over the data `make bench` prepared (build/bench/data).
+on the same mount with the page cache warm (W2warm), using bench.py's own
+w_seq and w_epoch over the data `make bench` prepared (build/bench/data).
+Before each pass the tree is walked once, then the page cache is dropped: as in
+make bench, whose disk pass follows the cold and warm passes on the same mount,
+feedfs's listings are then still fresh (--metadata-ttl) and the timed walk
+costs no LIST; the file data all comes from disk.
 Timing only, not a test. Needs root.
 """
 import contextlib
@@ -40,14 +40,14 @@ import bench
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-DATA = os.path.join(ROOT, "build", "bench", "data")
-WORK = os.path.join(ROOT, "build", "bench", "ceiling")
-PROBE = os.path.join(ROOT, "build", "bench", "fuse_ceiling")
-FEEDFS = os.environ.get("FEEDFS", os.path.join(ROOT, "build", "feedfs"))
+WORK = os.path.join(bench.WORK, "ceiling")
 SETS = {"W1": "large-2048m", "W2": "epoch-20000x100k-100c"}
-READAHEAD_KB = 8192             # what feedfs sets with the default 8 MiB part size
+
+
+def readahead_kb(mnt):
+    st = os.stat(mnt)
+    with open("/sys/class/bdi/%d:%d/read_ahead_kb" % (os.major(st.st_dev), os.minor(st.st_dev))) as f:
+        return int(f.read())
 
 
 def wait_mounted(mnt, proc):
@@ -60,14 +60,6 @@ def wait_mounted(mnt, proc):
     raise SystemExit("fuse_ceiling did not mount %s" % mnt)
 
 
-def umount(mnt):
-    for _ in range(30):
-        if subprocess.run(["fusermount3", "-u", mnt], capture_output=True).returncode == 0:
-            return
-        time.sleep(0.1)
-    raise SystemExit("cannot unmount %s" % mnt)
-
-
 class Probe:
     def __init__(self, src, flags):
         self.src, self.flags = src, flags
@@ -75,15 +67,17 @@ class Probe:
     def __enter__(self):
         self.mnt = os.path.join(WORK, "mnt-probe")
         os.makedirs(self.mnt, exist_ok=True)
-        self.proc = subprocess.Popen([PROBE, "--readahead-kb", str(READAHEAD_KB)] + self.flags +
-                                     [self.src, self.mnt])
+        self.proc = subprocess.Popen([bench.PASSTHROUGH, "--readahead-kb", str(bench.PASSTHROUGH_READAHEAD_KB)] +
+                                     self.flags + [self.src, self.mnt])
         wait_mounted(self.mnt, self.proc)
-        os.stat(self.mnt)           # INIT answered: the probe has set its readahead
-        time.sleep(0.1)
+        for _ in range(100):        # the probe sets it once INIT is answered
+            if readahead_kb(self.mnt) == bench.PASSTHROUGH_READAHEAD_KB:
+                break
+            time.sleep(0.01)
         return self.mnt
 
     def __exit__(self, *a):
-        umount(self.mnt)
+        bench.unmount(self.mnt)
         self.proc.wait(timeout=10)
 
 
@@ -96,14 +90,14 @@ class Feedfs:
         os.makedirs(self.mnt, exist_ok=True)
         env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
                    AWS_EC2_METADATA_DISABLED="true", ALIBABA_CLOUD_ECS_METADATA_DISABLED="true")
-        subprocess.run([FEEDFS, "s3://" + self.bucket, self.mnt, "--endpoint-url",
+        subprocess.run([bench.FEEDFS, "s3://" + self.bucket, self.mnt, "--endpoint-url",
                         "http://127.0.0.1:%d" % self.port, "--force-path-style", "--region", "us-east-1",
                         "--cache-dir", os.path.join(WORK, "cache-" + self.bucket), "--cache-size", "6G",
                         "--log-file", os.path.join(WORK, "feedfs.log")] + self.extra, env=env, check=True)
         return self.mnt
 
     def __exit__(self, *a):
-        umount(self.mnt)
+        bench.unmount(self.mnt)
         time.sleep(0.5)
 
 
@@ -121,18 +115,19 @@ def run_pass(w, root, man):
 
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    if not os.access(PROBE, os.X_OK):
+    if not os.access(bench.PASSTHROUGH, os.X_OK):
         raise SystemExit("build it first: make build/bench/fuse_ceiling")
-    mans = {w: json.load(open(os.path.join(DATA, "manifest-%s.json" % b))) for w, b in SETS.items()}
+    mans = {w: json.load(open(os.path.join(bench.DATA, "manifest-%s.json" % b))) for w, b in SETS.items()}
     os.makedirs(WORK, exist_ok=True)
     port = bench.free_port()
-    s3rver = os.path.join(ROOT, "tests", "node_modules", ".bin", "s3rver")
-    srv = subprocess.Popen([s3rver, "-d", os.path.join(DATA, "s3rver"), "-a", "127.0.0.1", "-p", str(port),
+    s3rver = os.path.join(bench.ROOT, "tests", "node_modules", ".bin", "s3rver")
+    srv = subprocess.Popen([s3rver, "-d", os.path.join(bench.DATA, "s3rver"), "-a", "127.0.0.1", "-p", str(port),
                             "--silent"], env=dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider"),
                            start_new_session=True)
     res = {}
     try:
-        time.sleep(3)
+        if not bench.wait_port(port, srv):
+            raise SystemExit("s3rver did not start")
         for w, b in SETS.items():            # fill each cache once
             shutil.rmtree(os.path.join(WORK, "cache-" + b), ignore_errors=True)
             with Feedfs(port, b) as mnt:
@@ -141,7 +136,7 @@ def main():
         for r in range(rounds):
             order = kinds if r % 2 == 0 else kinds[::-1]
             for w, b in SETS.items():
-                src = os.path.join(DATA, "local", b)
+                src = os.path.join(bench.LOCAL, b)
                 for k in order:
                     if k == "local":
                         ctx = contextlib.nullcontext(src)
@@ -170,7 +165,7 @@ def main():
                     w, k, m, min(v), max(v), m / loc, m / spl))
     finally:
         for m in ("mnt-probe", "mnt-feedfs"):
-            subprocess.run(["fusermount3", "-u", os.path.join(WORK, m)], capture_output=True)
+            bench.unmount(os.path.join(WORK, m))
         srv.terminate()
 
 
