@@ -29,12 +29,15 @@
 #include "feedfs/ahead.h"
 #include "feedfs/attach.h"
 #include "feedfs/cache.h"
+#include "feedfs/cli.h"
 #include "feedfs/creds.h"
+#include "feedfs/ctl.h"
 #include "feedfs/fs.h"
 #include "feedfs/log.h"
 #include "feedfs/mount.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/s3.h"
+#include "feedfs/stats.h"
 #include "feedfs/util.h"
 
 #define FEEDFS_VERSION "0.1.0"
@@ -80,6 +83,8 @@ struct options {
 	uint64_t block_size;
 	int cache_clear;
 	int no_bdi_readahead;
+	char *metrics_host;             /* --metrics-addr HOST:PORT; NULL: off */
+	unsigned metrics_port;
 };
 
 static const char help_text[] =
@@ -206,7 +211,7 @@ enum {
 	OPT_CA_BUNDLE, OPT_CONNECT_TIMEOUT, OPT_MAX_CONN, OPT_CACHE_DIR, OPT_CACHE_SIZE,
 	OPT_BLOCK_SIZE, OPT_CACHE_CLEAR, OPT_NO_BDI_RA,
 	OPT_PROFILE, OPT_PRINT_CREDS, OPT_DRY_RUN, OPT_INTERNAL, OPT_LIST_V1,
-	OPT_STALL_TIMEOUT, OPT_NO_VERIFY_TLS, OPT_MAX_RETRIES,
+	OPT_STALL_TIMEOUT, OPT_NO_VERIFY_TLS, OPT_MAX_RETRIES, OPT_METRICS_ADDR,
 };
 
 static const struct option long_opts[] = {
@@ -245,6 +250,7 @@ static const struct option long_opts[] = {
 	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 	{ "internal", no_argument, NULL, OPT_INTERNAL },
 	{ "list-v1", no_argument, NULL, OPT_LIST_V1 },
+	{ "metrics-addr", required_argument, NULL, OPT_METRICS_ADDR },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -453,6 +459,22 @@ static void parse_args(int argc, char **argv, struct options *o)
 		case OPT_DRY_RUN: o->dry_run = 1; break;
 		case OPT_INTERNAL: o->oss_internal = 1; break;
 		case OPT_LIST_V1: o->list_v1 = 1; break;
+		case OPT_METRICS_ADDR: {
+			char *colon = strrchr(optarg, ':'), *end;
+			unsigned long port;
+
+			if (!colon || colon == optarg || (optarg[0] == '[' && colon[-1] != ']'))
+				usage_error("--metrics-addr: '%s' is not HOST:PORT (e.g. 127.0.0.1:9100)",
+					    optarg);
+			port = strtoul(colon + 1, &end, 10);
+			if (*end || !colon[1] || port < 1 || port > 65535)
+				usage_error("--metrics-addr: '%s' is not HOST:PORT (e.g. 127.0.0.1:9100)",
+					    optarg);
+			free(o->metrics_host);
+			o->metrics_host = strndup(optarg, (size_t)(colon - optarg));
+			o->metrics_port = (unsigned)port;
+			break;
+		}
 		case ':':
 			usage_error("option '%s' needs a value", argv[optind - 1]);
 		default:
@@ -533,7 +555,7 @@ struct warm_view {
 	size_t prefix_len;
 };
 
-/* cache_resolve_fn for `feedfs warm`: a mount-relative path -> its object, by
+/* ctl_resolve_fn for `feedfs warm`: a mount-relative path -> its object, by
  * HEAD (the listing the kernel saw may be older; the cache keys by ETag, so
  * warming the current version is what a later open will read). */
 static int warm_resolve(void *arg, const char *path, size_t path_len, char **key,
@@ -621,71 +643,19 @@ struct running {
 	struct s3_client *s3;
 	struct cache *cache;
 	struct attach *attach;          /* another mount owns the cache dir */
-	struct cache_warm *share;       /* we own it: others may attach */
-	struct cache_warm *warm;
+	struct ctl_share *share;        /* we own it: others may attach */
+	struct ctl_warm *warm;
 	struct rd_budget *budget;
 	struct rd_ahead *ahead;
 	struct fs *fs;
 	struct fuse_session *se;
+	struct ctl *ctl;
+	struct stats_reg reg;
+	struct stats_mount smount;
 	int mounted, handlers;
 	pthread_t bdi_thread;
 	int bdi_started;
 };
-
-static void log_io_stats(struct running *r)
-{
-	struct s3_stats s;
-
-	if (r->s3) {
-		s3_client_stats(r->s3, &s);
-		log_info("s3", "requests %llu, gets %llu, heads %llu, lists %llu, retries %llu, "
-			 "errors %llu, cancelled %llu, bytes in %llu", (unsigned long long)s.requests,
-			 (unsigned long long)s.gets, (unsigned long long)s.heads,
-			 (unsigned long long)s.lists, (unsigned long long)s.retries,
-			 (unsigned long long)s.errors, (unsigned long long)s.cancelled,
-			 (unsigned long long)s.bytes_in);
-	}
-	if (r->cache) {
-		struct cache_stats c;
-
-		cache_get_stats(r->cache, &c);
-		log_info("cache", "hits %llu, misses %llu, coalesced %llu, bypass %llu, "
-			 "inner fetches %llu, bytes from disk %llu, from s3 %llu, written %llu, "
-			 "checksum failures %llu, io errors %llu, evictions %llu, "
-			 "write skipped %llu, pieces %llu, records %llu, cached mib %llu, pages %llu",
-			 (unsigned long long)c.hits, (unsigned long long)c.misses,
-			 (unsigned long long)c.coalesced, (unsigned long long)c.bypass,
-			 (unsigned long long)c.inner_fetches,
-			 (unsigned long long)c.bytes_from_disk,
-			 (unsigned long long)c.bytes_from_inner,
-			 (unsigned long long)c.bytes_written,
-			 (unsigned long long)c.checksum_failures,
-			 (unsigned long long)c.io_errors, (unsigned long long)c.evictions,
-			 (unsigned long long)c.write_skipped, (unsigned long long)c.pieces,
-			 (unsigned long long)c.blocks_used,
-			 (unsigned long long)(c.bytes_used / MIB), (unsigned long long)c.pages);
-	}
-	if (r->attach) {
-		struct attach_stats a;
-
-		attach_get_stats(r->attach, &a);
-		log_info("attach", "reads through the owner's cache %llu (%llu bytes), sent to S3 "
-			 "instead %llu, cancelled %llu", (unsigned long long)a.reads,
-			 (unsigned long long)a.bytes, (unsigned long long)a.fallbacks,
-			 (unsigned long long)a.cancelled);
-	}
-	if (r->ahead) {
-		struct rd_ahead_stats a;
-
-		rd_ahead_get_stats(r->ahead, &a);
-		log_info("ahead", "files wanted %llu, fetched %llu, served %llu (joined in flight "
-			 "%llu), dropped unused %llu, failed %llu, skipped %llu",
-			 (unsigned long long)a.wanted, (unsigned long long)a.issued,
-			 (unsigned long long)(a.hits + a.joined), (unsigned long long)a.joined,
-			 (unsigned long long)a.dropped, (unsigned long long)a.failed,
-			 (unsigned long long)a.skipped);
-	}
-}
 
 static void teardown(struct running *r)
 {
@@ -695,20 +665,20 @@ static void teardown(struct running *r)
 		fuse_session_unmount(r->se);
 	if (r->bdi_started)
 		pthread_join(r->bdi_thread, NULL);
+	ctl_stop(r->ctl);
 	if (r->se)
 		fuse_session_destroy(r->se);
 	/* Warming fetches through the cache, the cache through s3: stop them in
-	 * that order, each after the last user of it. */
-	cache_warm_stop(r->warm);
-	if (r->fs) {
+	 * that order, each after the last user of it (ctl_stop ended warming). */
+	ctl_warm_free(r->warm);
+	if (r->fs)
 		fs_close_open_files(r->fs);
-		fs_log_stats(r->fs);
+	stats_log(&r->reg);
+	if (r->fs)
 		fs_destroy(r->fs);
-	}
-	log_io_stats(r);
 	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
 	attach_destroy(r->attach);          /* after its users, before s3 (its fallback) */
-	cache_warm_stop(r->share);          /* attached mounts fall back to S3 */
+	ctl_share_stop(r->share);           /* attached mounts fall back to S3 */
 	if (r->cache)
 		cache_destroy(r->cache);
 	if (r->s3)
@@ -931,8 +901,8 @@ static int run(struct options *o, int notify_fd)
 			 o->cache_size ? "; --cache-size is the owner's to set" : "");
 	} else if (r.cache) {
 		msg[0] = '\0';
-		if (cache_share_start(r.cache, o->cache_dir, share_id, share_len, r.budget, &r.share,
-				      msg, sizeof(msg)) < 0)
+		if (ctl_share_start(r.cache, o->cache_dir, share_id, share_len, r.budget, &r.share,
+				    msg, sizeof(msg)) < 0)
 			log_warn(TAG, "other mounts cannot share this cache: %s", msg);
 		/* Every GET of the read path goes through the cache, which knows the
 		 * object size and caches whole blocks: a stream's segments are aligned
@@ -1009,6 +979,21 @@ static int run(struct options *o, int notify_fd)
 	r.fs = fs_new(&fopts, r.s3, &rcfg);
 	if (!r.fs)
 		return fail(notify_fd, &r, "out of memory");
+	stats_reg_group(&r.reg, &fs_stats_group, r.fs);
+	stats_reg_group(&r.reg, &s3_stats_group, r.s3);
+	stats_reg_group(&r.reg, &cache_stats_group, r.cache);
+	stats_reg_group(&r.reg, &attach_stats_group, r.attach);
+	stats_reg_group(&r.reg, &ahead_stats_group, r.ahead);
+	stats_reg_group(&r.reg, &budget_stats_group, r.budget);
+	{
+		const struct stats_hist_desc *d;
+		size_t n;
+
+		d = fs_hists(r.fs, &n);
+		stats_reg_hists(&r.reg, d, n);
+		d = s3_client_hists(r.s3, &n);
+		stats_reg_hists(&r.reg, d, n);
+	}
 
 	mopts = mount_options(o);
 	{
@@ -1039,6 +1024,44 @@ static int run(struct options *o, int notify_fd)
 	if (fuse_set_signal_handlers(r.se) < 0)
 		return fail(notify_fd, &r, "cannot install signal handlers");
 	r.handlers = 1;
+	{
+		struct ctl_config cc;
+
+		r.smount = (struct stats_mount){
+			.version = FEEDFS_VERSION, .bucket = o->bucket, .prefix = o->prefix,
+			.endpoint = s3_client_endpoint(r.s3), .mountpoint = o->mount_abs,
+			.pid = (int)getpid(), .started_wall_ms = util_wall_ms(),
+			.started_ns = stats_now_ns(),
+		};
+		memset(&cc, 0, sizeof(cc));
+		cc.mount_abs = o->mount_abs;
+		cc.reg = &r.reg;
+		cc.mount = &r.smount;
+		cc.metrics_host = o->metrics_host;
+		cc.metrics_port = o->metrics_port;
+		warm_view.s3 = r.s3;
+		warm_view.prefix = o->prefix;
+		warm_view.prefix_len = strlen(o->prefix);
+		if (r.cache) {
+			/* Warming fills our cache; on an attached mount, the owner's. */
+			struct cache_stats cs;
+
+			cache_get_stats(r.cache, &cs);
+			e = ctl_warm_new(cache_rd_fetch_sized, r.cache, cs.block_size, warm_resolve,
+					 &warm_view, &r.warm);
+		} else if (r.attach) {
+			e = ctl_warm_new(attach_fetch_sized, r.attach, attach_block_size(r.attach),
+					 warm_resolve, &warm_view, &r.warm);
+		} else {
+			e = ctl_warm_new(NULL, NULL, 0, NULL, NULL, &r.warm);
+		}
+		if (e < 0)
+			return fail(notify_fd, &r, "out of memory");
+		ctl_warm_register(r.warm, &cc);
+		msg[0] = '\0';
+		if (ctl_start(&cc, &r.ctl, msg, sizeof(msg)) < 0)
+			return fail(notify_fd, &r, msg);
+	}
 	if (fuse_session_mount(r.se, o->mount_abs) < 0) {
 		snprintf(msg, sizeof(msg), "cannot mount on %s (is /dev/fuse usable? "
 			 "is fusermount3 installed?)", o->mount_abs);
@@ -1046,27 +1069,6 @@ static int run(struct options *o, int notify_fd)
 	}
 	r.mounted = 1;
 	log_info(TAG, "mounted s3://%s/%s on %s", o->bucket, o->prefix, o->mount_abs);
-	if (r.cache || r.attach) {
-		warm_view.s3 = r.s3;
-		warm_view.prefix = o->prefix;
-		warm_view.prefix_len = strlen(o->prefix);
-		msg[0] = '\0';
-		if (r.cache) {
-			struct cache_stats cs;
-
-			cache_get_stats(r.cache, &cs);
-			e = cache_warm_start(cache_rd_fetch_sized, r.cache, cs.block_size,
-					     o->mount_abs, warm_resolve, &warm_view, &r.warm, msg,
-					     sizeof(msg));
-		} else {
-			/* Warming an attached mount fills the owner's cache. */
-			e = cache_warm_start(attach_fetch_sized, r.attach,
-					     attach_block_size(r.attach), o->mount_abs,
-					     warm_resolve, &warm_view, &r.warm, msg, sizeof(msg));
-		}
-		if (e < 0)   /* warming is a convenience: mount without it */
-			log_warn(TAG, "feedfs warm will not work on this mount: %s", msg);
-	}
 	mount_daemon_ready(notify_fd, NULL);
 
 	lcfg = fuse_loop_cfg_create();
@@ -1135,7 +1137,9 @@ int main(int argc, char **argv)
 	int notify_fd = -1, e;
 
 	if (argc >= 2 && strcmp(argv[1], "warm") == 0)
-		return cache_warm_main(argc - 1, argv + 1);
+		return cli_warm_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "stats") == 0)
+		return cli_stats_main(argc - 1, argv + 1);
 	parse_args(argc, argv, &o);
 	if (o.print_creds)
 		return print_credentials_source(&o);

@@ -16,7 +16,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
 PKG_MODULES=(fuse3 libcurl openssl libxml-2.0 liburing)
 APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
-          libxml2-dev liburing-dev python3 python3-boto3 python3-pytest curl ca-certificates
+          libxml2-dev liburing-dev python3 python3-boto3 python3-pytest python3-prometheus-client
+          curl ca-certificates iproute2
           clang libclang-rt-14-dev valgrind)
 S3RVER_VERSION=3.7.1
 
@@ -56,7 +57,7 @@ check_system() {
 	fi
 	command -v fusermount3 >/dev/null 2>&1 || { say "missing: fusermount3"; ok=1; }
 	if [ -x "$PY" ]; then
-		"$PY" -c 'import boto3, pytest' 2>/dev/null || { say "missing: $PY modules boto3/pytest"; ok=1; }
+		"$PY" -c 'import boto3, pytest, prometheus_client' 2>/dev/null || { say "missing: $PY modules boto3/pytest/prometheus_client"; ok=1; }
 	else
 		say "missing: $PY"; ok=1
 	fi

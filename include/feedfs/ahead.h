@@ -84,5 +84,7 @@ int rd_ahead_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const
 uint64_t rd_ahead_max_file_size(const struct rd_ahead *a);
 
 void rd_ahead_get_stats(struct rd_ahead *a, struct rd_ahead_stats *out);
+struct stats_group;
+extern const struct stats_group ahead_stats_group;     /* obj: struct rd_ahead * */
 
 #endif

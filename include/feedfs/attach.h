@@ -60,6 +60,8 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len,
 void attach_destroy(struct attach *a);
 uint32_t attach_block_size(const struct attach *a);
 void attach_get_stats(struct attach *a, struct attach_stats *out);
+struct stats_group;
+extern const struct stats_group attach_stats_group;    /* obj: struct attach * */
 
 /* rd_cancel_fn (cancel_arg = struct attach *): a request still queued ends
  * with -ECANCELED without asking the owner; one in hand stops before its next

@@ -70,6 +70,7 @@ struct cache_stats {
 	uint64_t pages;             /* capacity, in pages of block_size */
 	uint64_t blocks_used;       /* records cached now (blocks and pieces) */
 	uint64_t bytes_used;        /* their bytes */
+	uint64_t capacity_bytes;    /* pages x block_size (filled by the stats table's snapshot) */
 	uint32_t block_size;
 	uint32_t piece_size;        /* == block_size when pieces are off */
 	int direct_io;              /* 1 when the slab is opened O_DIRECT */
@@ -112,8 +113,11 @@ void cache_sync(struct cache *c);
  * part of the read path's budget; the caller charges them to --max-memory. */
 uint64_t cache_io_bytes(uint32_t block_size, uint64_t buffer_bytes);
 
-/* Snapshot of the counters (relaxed atomics). */
+/* Snapshot of the counters (relaxed atomics); their table, for the renderings
+ * (stats.h), is cache_stats_group (obj: struct cache *). */
 void cache_get_stats(struct cache *c, struct cache_stats *out);
+struct stats_group;
+extern const struct stats_group cache_stats_group;
 
 /* --cache-clear on a cache that is not open: removes the cache files in dir
  * (only ours, by fixed name). Fails with -EBUSY when another process owns it. */
@@ -126,44 +130,13 @@ int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const
 			 rd_fetch_done_fn done, void *done_arg);
 
 /*
- * Warming (src/cache/warm.c): `feedfs warm` fills the cache of a running mount
- * ahead of a job without reading through FUSE. The daemon listens on a unix
- * socket (0600, in a 0700 dir) whose path is derived from the mount point; the
- * client sends mount-relative file paths, the daemon resolves each to (key,
- * ETag, size) and fetches its blocks through the cache (its own, or for an
- * attached mount the owner's, see "Sharing" below). Protocol, one
- * request at a time per connection:
- *   client: "W <n>\n" followed by n bytes of path (relative to the mount root)
- *   daemon: "OK <bytes>\n" or "ERR <errno>\n"
- * A client that goes away stops its work after the blocks in flight.
- */
-struct cache_warm;
-
-/* Map a mount-relative path to its object: *key (malloc'd), etag (NUL-ended,
- * at most etag_len) and size. Returns 0 or -errno. Runs on a warm thread. */
-typedef int (*cache_resolve_fn)(void *arg, const char *path, size_t path_len, char **key,
-				size_t *key_len, char *etag, size_t etag_len, uint64_t *size);
-
-/* The control socket path for a mount point (absolute): under /run/feedfs for
- * root, else $XDG_RUNTIME_DIR/feedfs or /tmp/feedfs-UID. Returns 0 or -errno. */
-int cache_warm_socket_path(const char *mount_abs, char *out, size_t out_len);
-
-/* Start listening (creates the dir 0700 and the socket 0600). Blocks are
- * fetched with fetch (cache_rd_fetch_sized over our cache, or
- * attach_fetch_sized through the owner's), block bytes at a time. Returns 0
- * or -errno with a line in msg. */
-int cache_warm_start(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block,
-		     const char *mount_abs, cache_resolve_fn resolve, void *resolve_arg,
-		     struct cache_warm **out, char *msg, size_t msg_len);
-
-/*
- * Sharing (src/cache/warm.c, the owner's side; src/cache/attach.c is the
- * other mount's): one mount owns a cache dir (its lock); other mounts of the
- * same bucket at the same endpoint attach to it through a socket in the cache
- * dir and read through the owner's cache. Same server, two more requests:
+ * Sharing: one mount owns a cache dir (its lock); other mounts of the same
+ * bucket at the same endpoint attach to it through a socket in the cache dir
+ * (the owner's side: src/ctl/share.c; the attacher's: src/cache/attach.c) and
+ * read through the owner's cache. Requests, one at a time per connection:
  *   client: "H <n>\n" + n bytes naming bucket and endpoint (once, first)
  *   owner:  "OK <block size> <max read>\n", or "ERR <EXDEV>\n" for another
- *           bucket/endpoint, or "ERR <EBUSY>\n" at SHARE_MAX_CONNS connections
+ *           bucket/endpoint, or "ERR <EBUSY>\n" at its connection limit
  *   client: "R <key len> <etag len> <object size> <off> <len>\n" + key + ETag,
  *           len at most max read
  *   owner:  "OK <len>\n" + len bytes (through cache_fetch_sized), or "ERR <errno>\n"
@@ -172,19 +145,5 @@ int cache_warm_start(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block,
  */
 #define CACHE_SHARE_SOCKET "share.sock"
 int cache_share_socket_path(const char *cache_dir, char *out, size_t out_len);
-/* Listen on the cache dir's share socket; id (id_len bytes) is what attachers
- * must name; budget (which must outlive it) is charged for the buffers. 0 or
- * -errno with a line in msg. Stop with cache_warm_stop. */
-int cache_share_start(struct cache *c, const char *cache_dir, const char *id, size_t id_len,
-		      struct rd_budget *budget, struct cache_warm **out, char *msg,
-		      size_t msg_len);
-
-/* Stop accepting, cut open connections, wait for their fetches, remove the
- * socket. Before cache_destroy. NULL is a no-op. */
-void cache_warm_stop(struct cache_warm *w);
-
-/* `feedfs warm PATH... [--jobs N]`: the client. argv[0] is "warm". Returns the
- * process exit status (0 all warmed, 1 some failed, 2 usage). */
-int cache_warm_main(int argc, char **argv);
 
 #endif

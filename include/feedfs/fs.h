@@ -10,6 +10,7 @@
 #ifndef FEEDFS_FS_H
 #define FEEDFS_FS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -49,7 +50,11 @@ void fs_close_open_files(struct fs *fs);
 /* The ops table; pass fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);
 
-/* Counters (hidden keys, lookups, ...) logged at unmount. */
-void fs_log_stats(struct fs *fs);
+/* Counters (lookups, reads, hidden keys, ...): obj is the struct fs *; and
+ * the read-path histograms (fuse_read, read_wait), valid while fs lives. */
+struct stats_group;
+struct stats_hist_desc;
+extern const struct stats_group fs_stats_group;
+const struct stats_hist_desc *fs_hists(struct fs *fs, size_t *n);
 
 #endif

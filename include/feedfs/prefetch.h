@@ -54,6 +54,8 @@ void rd_budget_give(struct rd_budget *b, uint64_t n);
 uint64_t rd_budget_used(struct rd_budget *b);
 uint64_t rd_budget_peak(struct rd_budget *b);
 uint64_t rd_budget_max(struct rd_budget *b);
+struct stats_group;
+extern const struct stats_group budget_stats_group;    /* obj: struct rd_budget * */
 
 /* Same contract as s3_get_async (see s3.h). In particular done must not run on
  * the calling thread before fetch returns (it is called with the file locked). */
@@ -95,9 +97,13 @@ struct rd_config {
 				     * whole; 0: 64 KiB. part_size is rounded up to it. */
 	uint64_t random_align;      /* a random read's alignment (a power of two, at
 				     * most align): the cache's piece size; 0: align */
+	struct stats_hist *read_wait; /* optional: every read's wait for bytes that
+				     * were not there yet is observed here (0 when
+				     * all were); must outlive the files */
 };
 
 struct rd_file;
+struct stats_hist;
 
 /* key and etag are copied. etag may be NULL (then no If-Match). size is the
  * object size as known at open. cfg->fetch or cfg->fetch_sized, and cfg->budget

@@ -72,11 +72,31 @@ struct s3_list_page {
 	int truncated;
 };
 
-/* Counters for tests and logs (monotonic, read with relaxed atomics). */
+/* Counters (monotonic, bumped and read with relaxed atomics); described once
+ * in s3_stats_group (src/s3/client.c), which every rendering walks. */
 struct s3_stats {
-	uint64_t requests, gets, heads, lists, retries, errors, bytes_in;
+	uint64_t requests;          /* HTTP requests sent, every attempt */
+	uint64_t get_requests, head_requests, list_requests;
+	uint64_t gets, heads, lists; /* operations asked for, once whatever their retries */
+	uint64_t retries;           /* attempts after the first, by cause: */
+	uint64_t retries_throttle;  /* 503 SlowDown, 429 */
+	uint64_t retries_server;    /* other 5xx */
+	uint64_t retries_network;   /* connect failure, reset, transfer error */
+	uint64_t retries_stall;     /* no byte for --stall-timeout */
+	uint64_t retries_body;      /* body short, long or of the wrong range */
+	uint64_t retries_expired;   /* ExpiredToken: credentials reloaded */
+	uint64_t errors;            /* operations that failed in the end */
 	uint64_t cancelled;         /* GETs ended early by s3_get_cancel */
+	uint64_t bytes_in;          /* response bytes of every kind */
+	uint64_t object_bytes;      /* GET body bytes accepted (object data) */
 };
+
+struct stats_group;
+struct stats_hist_desc;
+extern const struct stats_group s3_stats_group;   /* obj: struct s3_client * */
+/* Request latency, submit to completion (retries included), by kind and
+ * outcome: *n descriptors, valid while the client lives. */
+const struct stats_hist_desc *s3_client_hists(struct s3_client *c, size_t *n);
 
 /* Default endpoint of a store for a region (malloc'd):
  *   AWS  https://s3.<region>.amazonaws.com (".com.cn" for cn-* regions)

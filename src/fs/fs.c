@@ -712,6 +712,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct iovec iov[RD_PIN_MAX];
 	struct rd_pin pin;
 	unsigned niov = 0;
+	uint64_t t0 = stats_now_ns();
 	ssize_t r;
 
 	if (size && !buf) {
@@ -741,11 +742,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	} else if (niov) {
 		struct rd_file *rd = f->rd;     /* f may be released once the reply is out */
 
+		FS_STAT_ADD(fs, read_bytes, (uint64_t)r);
 		fuse_reply_iov(req, iov, (int)niov);
 		rd_unpin(rd, &pin);
 	} else {
 		fuse_reply_buf(req, NULL, 0);
 	}
+	stats_hist_observe(&fs->hist[FS_HIST_READ], stats_now_ns() - t0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -990,6 +993,7 @@ struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
 	fs->opts.prefix = fs->prefix;
 	fs->s3 = s3;
 	fs->rd = *rd;
+	fs_stats_init(fs);
 	fs->mount_wall_ms = util_wall_ms();
 	pthread_mutex_init(&fs->lock, NULL);
 	root = fs_inodes_add(&fs->inodes, "", 0, 1);
@@ -1014,34 +1018,3 @@ void fs_destroy(struct fs *fs)
 	free(fs);
 }
 
-void fs_log_stats(struct fs *fs)
-{
-	struct fs_stats s;
-	size_t live, lc_count, lc_bytes;
-	uint64_t lc_evicted;
-
-	pthread_mutex_lock(&fs->lock);
-	s = fs->stats;
-	live = fs->inodes.count;
-	lc_count = fs->lcache.count;
-	lc_bytes = fs->lcache.bytes;
-	lc_evicted = fs->lcache.evictions;
-	pthread_mutex_unlock(&fs->lock);
-	log_info(TAG, "lookups %llu (cached %llu, remote %llu, negative hits %llu), "
-		 "list pages %llu, heads %llu, getattrs %llu, opens %llu (keep_cache %llu, "
-		 "size invalidations %llu), flushes %llu, "
-		 "reads %llu, estale %llu, hidden keys %llu, live inodes %zu; subtree listings %llu "
-		 "(%llu pages, %llu directories, %llu too big), listing cache %zu dirs "
-		 "%zu KiB (%llu evicted)",
-		 (unsigned long long)s.lookups, (unsigned long long)s.lookups_cached,
-		 (unsigned long long)s.lookups_remote, (unsigned long long)s.negative_hits,
-		 (unsigned long long)s.list_pages, (unsigned long long)s.heads,
-		 (unsigned long long)s.getattrs, (unsigned long long)s.opens,
-		 (unsigned long long)s.keep_cache, (unsigned long long)s.size_invals,
-		 (unsigned long long)s.flushes, (unsigned long long)s.reads,
-		 (unsigned long long)s.estale,
-		 (unsigned long long)s.hidden, live,
-		 (unsigned long long)s.subtree_walks, (unsigned long long)s.subtree_pages,
-		 (unsigned long long)s.subtree_dirs, (unsigned long long)s.subtree_too_big,
-		 lc_count, lc_bytes >> 10, (unsigned long long)lc_evicted);
-}

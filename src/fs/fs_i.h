@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "feedfs/fs.h"
+#include "feedfs/stats.h"
 #include "feedfs/prefetch.h"
 #include "inode_i.h"
 
@@ -17,12 +18,18 @@ struct s3_list_page;
 
 struct fs_neg;                      /* negative-lookup cache (fs.c) */
 
-struct fs_stats {                   /* relaxed atomics */
+struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t lookups, lookups_cached, lookups_remote, negative_hits;
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
 	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
+	uint64_t read_bytes;            /* bytes answered to FUSE reads */
+	/* Gauges, filled only in snapshots (under fs->lock). */
+	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
 };
+
+/* Histograms of the read path (stats.c names them). */
+enum { FS_HIST_READ, FS_HIST_WAIT, FS_HIST_N };
 
 /*
  * Subtree listing (dir.c): the default cap on the keys one flat listing may
@@ -78,7 +85,12 @@ struct fs {
 	struct fs_order_dir order[FS_ORDER_DIRS];
 
 	struct fs_stats stats;
+	struct stats_hist hist[FS_HIST_N];
+	struct stats_hist_desc hist_desc[FS_HIST_N];
 };
+
+/* stats.c: name the histograms (fs_new). */
+void fs_stats_init(struct fs *fs);
 
 #define FS_STAT_INC(fs, field) __atomic_add_fetch(&(fs)->stats.field, 1, __ATOMIC_RELAXED)
 #define FS_STAT_ADD(fs, field, n) __atomic_add_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)

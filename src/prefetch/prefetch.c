@@ -79,6 +79,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "feedfs/stats.h"
 #include "feedfs/log.h"
 #include "prefetch_i.h"
 
@@ -117,6 +118,7 @@ struct rd_file {
 	char *etag;
 	uint64_t size, part, max_window, win_min, align, ralign;
 	uint64_t max_ahead;             /* readahead only while the budget is within this */
+	struct stats_hist *read_wait;   /* cfg->read_wait: each read's wait for bytes */
 	uint64_t seq_back;              /* RD_SEQ_BACK, or two blocks when larger */
 	struct rd_budget_client bc;
 
@@ -546,6 +548,7 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	f->cancel = cfg->cancel;
 	f->cancel_arg = cfg->cancel_arg;
 	f->budget = cfg->budget;
+	f->read_wait = cfg->read_wait;
 	f->size = size;
 
 	/* One GET must fit the budget on its own, or a demand read could never
@@ -578,10 +581,12 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	return f;
 }
 
-/* The read loop, after plan_read, with f->mu held: bytes [off, end) into dst. */
+/* The read loop, after plan_read, with f->mu held: bytes [off, end) into dst.
+ * The time spent waiting for bytes that were not there yet (a demand GET, or
+ * one in flight) goes to f->read_wait: the data-starvation signal. */
 static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *dst)
 {
-	uint64_t cur;
+	uint64_t cur, t0 = 0, waited = 0;
 	int rc = 0;
 
 	for (cur = off; cur < end && rc == 0; ) {
@@ -590,7 +595,9 @@ static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *
 		if (f->stale) {
 			rc = f->stale;
 		} else if (!seg_holds(f, s, cur)) {
+			t0 = f->read_wait ? stats_now_ns() : 0;
 			rc = demand_fetch(f, cur, end);
+			waited += t0 ? stats_now_ns() - t0 : 0;
 		} else if (s->state == SEG_DONE) {
 			uint64_t n = min_u64(seg_end(s), end) - cur;
 
@@ -599,8 +606,10 @@ static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *
 			cur += n;
 		} else {
 			s->waiters++;
+			t0 = f->read_wait ? stats_now_ns() : 0;
 			while (s->state == SEG_INFLIGHT)
 				pthread_cond_wait(&f->cond, &f->mu);
+			waited += t0 ? stats_now_ns() - t0 : 0;
 			s->waiters--;
 			if (s->state == SEG_ERR)
 				rc = s->err;
@@ -610,6 +619,8 @@ static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *
 	}
 	if (rc == 0)
 		drop_behind(f);
+	if (f->read_wait)
+		stats_hist_observe(f->read_wait, waited);
 	return rc < 0 ? rc : (ssize_t)(end - off);
 }
 
@@ -690,6 +701,8 @@ ssize_t rd_read_iov(struct rd_file *f, uint64_t off, size_t len, char *dst,
 	}
 	if (cur == end) {
 		*niov = pin->n;
+		if (f->read_wait)
+			stats_hist_observe(f->read_wait, 0);    /* all here: no wait */
 		if (pin->n)
 			f->pinned++;    /* rd_close waits for the unpin */
 		drop_behind(f);         /* pinned segments it drops are freed by the unpin */

@@ -163,6 +163,8 @@ static int client_set_endpoint(struct s3_client *c, const char *url)
 	return 0;
 }
 
+static void hists_init(struct s3_client *c);
+
 int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
 {
 	struct s3_client *c;
@@ -176,6 +178,7 @@ int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
 	if (!s3_global_ok)
 		return -EIO;
 	c = xcalloc(1, sizeof(*c));
+	hists_init(c);
 	c->creds = cfg->creds;
 	region = cfg->region && cfg->region[0] ? cfg->region
 					       : cfg->store == S3_STORE_GCS ? "auto" : "us-east-1";
@@ -242,16 +245,96 @@ void s3_client_destroy(struct s3_client *c)
 
 void s3_client_stats(struct s3_client *c, struct s3_stats *o)
 {
-#define LD(f) atomic_load_explicit(&c->f, memory_order_relaxed)
-	o->requests = LD(n_requests);
-	o->gets = LD(n_gets);
-	o->heads = LD(n_heads);
-	o->lists = LD(n_lists);
-	o->retries = LD(n_retries);
-	o->errors = LD(n_errors);
-	o->bytes_in = LD(n_bytes_in);
-	o->cancelled = LD(n_cancelled);
-#undef LD
+	stats_copy_u64(o, &c->stats, sizeof(*o));
+}
+
+static void s3_snapshot(void *obj, void *out)
+{
+	s3_client_stats(obj, out);
+}
+
+#define ROW_C(f, metric, labels, help) STATS_COUNTER(struct s3_stats, f, metric, labels, help)
+static const struct stats_field s3_fields[] = {
+	ROW_C(requests, "s3_http_requests_total", "", "HTTP requests sent to the store, every attempt."),
+	ROW_C(get_requests, "s3_requests_total", "kind=\"get\"",
+	      "Requests sent to the store by kind, every attempt (a proxy counts these)."),
+	ROW_C(head_requests, "s3_requests_total", "kind=\"head\"", ""),
+	ROW_C(list_requests, "s3_requests_total", "kind=\"list\"", ""),
+	ROW_C(gets, "s3_operations_total", "kind=\"get\"",
+	      "Operations asked of the S3 client, each once whatever its retries."),
+	ROW_C(heads, "s3_operations_total", "kind=\"head\"", ""),
+	ROW_C(lists, "s3_operations_total", "kind=\"list\"", ""),
+	ROW_C(retries, "s3_retries_all_total", "", "Attempts after the first, all causes."),
+	ROW_C(retries_throttle, "s3_retries_total", "cause=\"throttle\"",
+	      "Attempts after the first, by the cause of the failure before them."),
+	ROW_C(retries_server, "s3_retries_total", "cause=\"server\"", ""),
+	ROW_C(retries_network, "s3_retries_total", "cause=\"network\"", ""),
+	ROW_C(retries_stall, "s3_retries_total", "cause=\"stall\"", ""),
+	ROW_C(retries_body, "s3_retries_total", "cause=\"body\"", ""),
+	ROW_C(retries_expired, "s3_retries_total", "cause=\"expired_credentials\"", ""),
+	ROW_C(errors, "s3_errors_total", "", "Operations that failed after their retries."),
+	ROW_C(cancelled, "s3_cancelled_total", "", "GETs ended early because the reader moved on."),
+	ROW_C(bytes_in, "s3_received_bytes_total", "", "Response bytes of every kind received."),
+	ROW_C(object_bytes, "s3_bytes_total", "", "Object bytes received by GETs."),
+};
+#undef ROW_C
+
+const struct stats_group s3_stats_group = {
+	.name = "s3",
+	.fields = s3_fields,
+	.n_fields = sizeof(s3_fields) / sizeof(s3_fields[0]),
+	.snapshot_size = sizeof(struct s3_stats),
+	.snapshot = s3_snapshot,
+};
+
+static const struct {
+	const char *key, *labels;
+} s3_hist_names[S3_HIST_N] = {
+	[S3_HIST_GET_OK] = { "s3_get_ok", "kind=\"get\",outcome=\"ok\"" },
+	[S3_HIST_GET_ERROR] = { "s3_get_error", "kind=\"get\",outcome=\"error\"" },
+	[S3_HIST_GET_CANCELLED] = { "s3_get_cancelled", "kind=\"get\",outcome=\"cancelled\"" },
+	[S3_HIST_HEAD_OK] = { "s3_head_ok", "kind=\"head\",outcome=\"ok\"" },
+	[S3_HIST_HEAD_ERROR] = { "s3_head_error", "kind=\"head\",outcome=\"error\"" },
+	[S3_HIST_LIST_OK] = { "s3_list_ok", "kind=\"list\",outcome=\"ok\"" },
+	[S3_HIST_LIST_ERROR] = { "s3_list_error", "kind=\"list\",outcome=\"error\"" },
+};
+
+static void hists_init(struct s3_client *c)
+{
+	for (int i = 0; i < S3_HIST_N; i++) {
+		c->hist_desc[i].key = s3_hist_names[i].key;
+		c->hist_desc[i].metric = "s3_request_duration_seconds";
+		c->hist_desc[i].labels = s3_hist_names[i].labels;
+		c->hist_desc[i].help = "S3 operations from submit to outcome, retries included.";
+		c->hist_desc[i].h = &c->hist[i];
+	}
+}
+
+const struct stats_hist_desc *s3_client_hists(struct s3_client *c, size_t *n)
+{
+	*n = S3_HIST_N;
+	return c->hist_desc;
+}
+
+void s3_req_observe(struct s3_req *r)
+{
+	int i;
+
+	switch (r->op) {
+	case S3_OP_GET:
+		i = r->result >= 0 ? S3_HIST_GET_OK : r->result == -ECANCELED
+			? S3_HIST_GET_CANCELLED : S3_HIST_GET_ERROR;
+		break;
+	case S3_OP_HEAD:
+		i = r->result >= 0 ? S3_HIST_HEAD_OK : S3_HIST_HEAD_ERROR;
+		break;
+	case S3_OP_LIST:
+		i = r->result >= 0 ? S3_HIST_LIST_OK : S3_HIST_LIST_ERROR;
+		break;
+	default:
+		return;
+	}
+	stats_hist_observe(&r->c->hist[i], stats_now_ns() - r->submit_ns);
 }
 
 /* ---- blocking calls ------------------------------------------------------ */
@@ -332,13 +415,13 @@ int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
 	ret = list_req(c, prefix, delimiter, continuation, max_keys, 0, &r);
 	if (ret)
 		return ret;
-	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
+	S3_STAT_INC(c, lists);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
 		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, out)
 				 : s3_list_parse(r->body, r->body_len, out);
 		if (ret) {
-			atomic_fetch_add_explicit(&c->n_errors, 1, memory_order_relaxed);
+			S3_STAT_INC(c, errors);
 			log_err(TAG, "LIST prefix '%s': malformed ListObjects%s response "
 				"(%zu bytes, request id %s)", prefix ? prefix : "",
 				c->list_v1 ? " V1" : "V2", r->body_len,
@@ -365,7 +448,7 @@ int s3_head(struct s3_client *c, const char *key, size_t key_len, struct s3_obje
 		s3_req_free(r);
 		return ret;
 	}
-	atomic_fetch_add_explicit(&c->n_heads, 1, memory_order_relaxed);
+	S3_STAT_INC(c, heads);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
 		out->key = r->key;
@@ -413,7 +496,7 @@ static int get_req(struct s3_client *c, const char *key, size_t key_len,
 		s3_req_free(r);
 		return ret;
 	}
-	atomic_fetch_add_explicit(&c->n_gets, 1, memory_order_relaxed);
+	S3_STAT_INC(c, gets);
 	*out = r;
 	return 0;
 }
@@ -559,7 +642,7 @@ static int check_once(struct s3_client *c, const char *prefix, struct s3_req **o
 
 	if (ret)
 		return ret;
-	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
+	S3_STAT_INC(c, lists);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
 		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, &page)

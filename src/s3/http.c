@@ -72,9 +72,10 @@ static void fifo_push(struct s3_req **head, struct s3_req **tail, struct s3_req 
 static void complete(struct s3_req *r)
 {
 	if (r->result < 0) {
-		atomic_fetch_add_explicit(&r->c->n_errors, 1, memory_order_relaxed);
+		S3_STAT_INC(r->c, errors);
 		s3_req_log_failure(r);
 	}
+	s3_req_observe(r);
 	r->next = NULL;
 	r->done(r);     /* r belongs to the callback from here on */
 }
@@ -234,8 +235,9 @@ static void cancel_one(struct s3_http *h, struct s3_req *note)
 	s3_req_free(note);
 	if (!r)
 		return;
-	atomic_fetch_add_explicit(&r->c->n_cancelled, 1, memory_order_relaxed);
+	S3_STAT_INC(r->c, cancelled);
 	r->result = -ECANCELED;
+	s3_req_observe(r);
 	r->next = NULL;
 	r->done(r);
 }

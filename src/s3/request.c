@@ -54,6 +54,7 @@ int s3_req_new(struct s3_client *c, enum s3_op op, const char *key, size_t key_l
 		r->key[key_len] = '\0';
 		r->key_len = key_len;
 	}
+	r->submit_ns = stats_now_ns();
 	*out = r;
 	return 0;
 }
@@ -210,7 +211,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
 	struct s3_req *r = arg;
 	size_t n = sz * nm;
 
-	atomic_fetch_add_explicit(&r->c->n_bytes_in, n, memory_order_relaxed);
+	S3_STAT_ADD(r->c, bytes_in, n);
 	if (r->status >= 200 && r->status < 300 && r->op == S3_OP_GET) {
 		/* Check the range before the first byte lands: a server that
 		 * ignored Range would otherwise stream a whole object at us. */
@@ -224,6 +225,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
 		}
 		memcpy(r->buf + r->got, p, n);
 		r->got += n;
+		S3_STAT_ADD(r->c, object_bytes, n);
 		return n;
 	}
 	if (r->status >= 200 && r->status < 300)
@@ -433,7 +435,13 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	ret = build_headers(r);
 	if (ret)
 		return ret;
-	atomic_fetch_add_explicit(&c->n_requests, 1, memory_order_relaxed);
+	S3_STAT_INC(c, requests);
+	if (r->op == S3_OP_GET)
+		S3_STAT_INC(c, get_requests);
+	else if (r->op == S3_OP_HEAD)
+		S3_STAT_INC(c, head_requests);
+	else
+		S3_STAT_INC(c, list_requests);
 
 	r->easy = e;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -553,10 +561,14 @@ static int check_success(struct s3_req *r)
 	return -EIO;
 }
 
+/* Why an attempt is retried, for the retries_* counters. */
+enum retry_cause { RETRY_BODY, RETRY_STALL, RETRY_NETWORK, RETRY_THROTTLE, RETRY_SERVER };
+
 int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 {
 	struct s3_client *c = r->c;
 	int err = 0, retry = 0, max = r->quick ? 2 : c->max_attempts;
+	enum retry_cause cause = RETRY_BODY;
 
 	r->os_errno = 0;
 	if (r->easy && cc != CURLE_OK)
@@ -578,11 +590,13 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		err = -EIO;
 		retry = 1;
 	} else if (cc != CURLE_OK && r->stalled) {
+		cause = RETRY_STALL;
 		snprintf(r->reason, sizeof(r->reason), "no bytes for %d ms (--stall-timeout)",
 			 c->stall_timeout_ms);
 		err = -ETIMEDOUT;
 		retry = !r->quick;
 	} else if (cc != CURLE_OK) {
+		cause = RETRY_NETWORK;
 		err = transport_errno(cc, &retry);
 		snprintf(r->reason, sizeof(r->reason), "%s",
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(cc));
@@ -604,13 +618,16 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		if (!r->err.request_id[0])
 			snprintf(r->err.request_id, sizeof(r->err.request_id), "%s", r->request_id);
 		err = s3_error_errno(r->status, r->err.code, &retry);
+		cause = r->status == 429 || r->status == 503 || strcmp(r->err.code, "SlowDown") == 0
+			? RETRY_THROTTLE : RETRY_SERVER;
 		if (strcmp(r->err.code, "ExpiredToken") == 0 && !r->expired_retried) {
 			/* Temporary credentials ran out between refreshes: reload once. */
 			r->expired_retried = 1;
 			creds_invalidate(c->creds);
 			retry = 1;
 			if (r->attempt < max) {
-				atomic_fetch_add_explicit(&c->n_retries, 1, memory_order_relaxed);
+				S3_STAT_INC(c, retries);
+				S3_STAT_INC(c, retries_expired);
 				log_info(TAG, "%s: credentials expired, reloaded; attempt %d",
 					 op_name(r->op), r->attempt + 1);
 				return 0;
@@ -630,7 +647,12 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		rng ^= rng >> 7;
 		rng ^= rng << 17;
 		delay = r->quick ? 100 : s3_backoff_ms(r->attempt, rng);
-		atomic_fetch_add_explicit(&c->n_retries, 1, memory_order_relaxed);
+		S3_STAT_INC(c, retries);
+		S3_STAT_ADD(c, retries_throttle, cause == RETRY_THROTTLE);
+		S3_STAT_ADD(c, retries_server, cause == RETRY_SERVER);
+		S3_STAT_ADD(c, retries_network, cause == RETRY_NETWORK);
+		S3_STAT_ADD(c, retries_stall, cause == RETRY_STALL);
+		S3_STAT_ADD(c, retries_body, cause == RETRY_BODY);
 		if (r->attempt >= 3)
 			log_info(TAG, "%s attempt %d/%d failed (%s), retrying in %" PRId64 " ms",
 				 op_name(r->op), r->attempt, max, r->reason, delay);

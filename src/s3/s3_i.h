@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "feedfs/s3.h"
+#include "feedfs/stats.h"
 #include "sigv4_i.h"
 
 #define S3_CODE_MAX 64
@@ -32,6 +33,13 @@ struct s3_http;
  * same FIFO as submissions so that it is seen after the GET it names and
  * before any later GET (see s3_get_cancel). */
 enum s3_op { S3_OP_GET, S3_OP_HEAD, S3_OP_LIST, S3_OP_CANCEL };
+
+/* The latency histograms of a client: kind x outcome. */
+enum { S3_HIST_GET_OK, S3_HIST_GET_ERROR, S3_HIST_GET_CANCELLED, S3_HIST_HEAD_OK,
+       S3_HIST_HEAD_ERROR, S3_HIST_LIST_OK, S3_HIST_LIST_ERROR, S3_HIST_N };
+/* Record a finished request's latency (http thread, just before done). */
+struct s3_req;
+void s3_req_observe(struct s3_req *r);
 
 /* ---- error.c ------------------------------------------------------------ */
 
@@ -88,9 +96,14 @@ struct s3_client {
 	int no_verify_tls;          /* cfg.no_verify_tls */
 	int max_attempts;
 	long get_recv_buf;          /* curl's receive buffer for large GETs, bytes */
-	atomic_uint_fast64_t n_requests, n_gets, n_heads, n_lists, n_retries, n_errors, n_bytes_in;
-	atomic_uint_fast64_t n_cancelled;
+	struct s3_stats stats;      /* relaxed atomics: S3_STAT_ADD */
+	/* Latency by kind and outcome, S3_HIST_* order; hist_desc names them. */
+	struct stats_hist hist[S3_HIST_N];
+	struct stats_hist_desc hist_desc[S3_HIST_N];
 };
+
+#define S3_STAT_ADD(c, field, n) __atomic_add_fetch(&(c)->stats.field, (n), __ATOMIC_RELAXED)
+#define S3_STAT_INC(c, field) S3_STAT_ADD(c, field, 1)
 
 struct s3_req;
 typedef void (*s3_req_done_fn)(struct s3_req *r);
@@ -136,6 +149,7 @@ struct s3_req {
 	int attempt;                /* 1-based number of the attempt in flight */
 	int expired_retried;
 	int64_t due_ms;             /* timer: when to start the next attempt */
+	uint64_t submit_ns;         /* stats_now_ns() at s3_req_new: latency start */
 	struct s3_req *next;        /* queue link (owned by whichever queue holds it) */
 
 	/* outcome */

@@ -8,7 +8,9 @@ own --log-file, attached to the report of a failing test.
 """
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import shlex
 import signal
@@ -335,6 +337,30 @@ def unmount(path, pids, timeout=UMOUNT_TIMEOUT_S):
         problems.append("still mounted after unmount")
         subprocess.run(["fusermount3", "-uz", path], capture_output=True)
     return problems
+
+
+def feedfs_stats(m, form="--json"):
+    """The mount's counters as its daemon reports them (`feedfs stats --json`):
+    the one way tests read counters while a mount runs."""
+    cp = subprocess.run([m.binary, "stats", form, m.path], capture_output=True, text=True,
+                        timeout=30)
+    assert cp.returncode == 0, "feedfs stats %s: exit %d: %s" % (m.path, cp.returncode, cp.stderr)
+    return json.loads(cp.stdout) if form == "--json" else cp.stdout
+
+
+def logged_stats(log):
+    """The counters a daemon logged at unmount (one line per group, written
+    from the same tables as `feedfs stats`): {group: {key: value}}. For
+    counts that must include what finished while the mount went away."""
+    out = {}
+    pat = re.compile(r"feedfs\[\w+\] (\w+): ((?:\w+ \d+(?:, )?)+)$")
+    with open(log, errors="replace") as f:
+        for line in f:
+            mm = pat.search(line.rstrip("\n"))
+            if mm:
+                out[mm.group(1)] = {k: int(v) for k, v in
+                                    (kv.split(" ") for kv in mm.group(2).split(", "))}
+    return out
 
 
 def san_reports():

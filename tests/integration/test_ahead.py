@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from conftest import content_for, sha256, unmount
+from conftest import content_for, sha256, unmount, logged_stats
 from counting_proxy import CountingProxy
 
 NFILES = 150
@@ -47,14 +47,11 @@ def proxy(s3server):
 
 
 def ahead_stats(log):
-    with open(log, errors="replace") as f:
-        lines = [l for l in f if "ahead]" in l or "ahead:" in l]
-    lines = [l for l in lines if "files wanted" in l]
-    assert lines, "no ahead stats line in %s" % log
-    line = lines[-1]
-    get = lambda name: int(re.search(name + r" (\d+)", line).group(1))  # noqa: E731
-    return {"wanted": get("files wanted"), "fetched": get("fetched"), "served": get("served"),
-            "dropped": get("dropped unused"), "failed": get("failed")}
+    st = logged_stats(log)
+    assert "ahead" in st, "no ahead stats line in %s" % log
+    a = st["ahead"]
+    return {"wanted": a["wanted"], "fetched": a["issued"], "served": a["hits"] + a["joined"],
+            "dropped": a["dropped"], "failed": a["failed"]}
 
 
 def read_in_order(m, keys, threads):

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import content_for, sha256, unmount
+from conftest import content_for, sha256, unmount, logged_stats
 from counting_proxy import CountingProxy
 
 MIB = 1 << 20
@@ -38,11 +38,9 @@ def slow_proxy(s3server):
 
 
 def s3_stats(log):
-    with open(log, errors="replace") as f:
-        lines = [l for l in f if "requests " in l and "cancelled " in l]
-    assert lines, "no s3 stats line in %s" % log
-    get = lambda name: int(re.search(name + r" (\d+)", lines[-1]).group(1))  # noqa: E731
-    return {"gets": get("gets"), "errors": get("errors"), "cancelled": get("cancelled")}
+    st = logged_stats(log)
+    assert "s3" in st, "no s3 stats line in %s" % log
+    return st["s3"]
 
 
 def read_at(f, off, n):

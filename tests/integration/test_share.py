@@ -13,19 +13,15 @@ import time
 
 import pytest
 
-from conftest import content_for, run_feedfs, sha256, unmount
+from conftest import content_for, run_feedfs, sha256, unmount, logged_stats
 from test_cache import (BS, OBJECTS, bucket, cache_stats, drop_page_cache, expected,  # noqa: F401
                         kill_9, proxy, read_all)  # (bucket and proxy are fixtures)
 
 
 def attach_stats(log):
-    with open(log, errors="replace") as f:
-        lines = [l for l in f if "reads through the owner's cache" in l]
-    assert lines, "no attach stats line in %s" % log
-    m = re.search(r"owner's cache (\d+) \((\d+) bytes\), sent to S3 instead (\d+), "
-                  r"cancelled (\d+)", lines[-1])
-    return {"reads": int(m.group(1)), "bytes": int(m.group(2)), "fallbacks": int(m.group(3)),
-            "cancelled": int(m.group(4))}
+    st = logged_stats(log)
+    assert "attach" in st, "no attach stats line in %s" % log
+    return st["attach"]
 
 
 def log_text(m):
@@ -61,7 +57,7 @@ def test_second_mount_reads_through_the_owners_cache(mount, bucket, proxy, tmp_p
     st = attach_stats(other.log)
     assert st["reads"] > 0 and st["fallbacks"] == 0, st
     assert not unmount(owner.path, owner.pids)
-    assert cache_stats(owner.log)["checksum failures"] == 0
+    assert cache_stats(owner.log)["checksum_failures"] == 0
 
 
 def test_warm_through_an_attached_mount_fills_the_owners_cache(mount, bucket, proxy, tmp_path):
