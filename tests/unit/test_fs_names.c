@@ -2,14 +2,17 @@
  * test_fs_names — key -> name rules, listing merge (dedup, shadowing, stable
  * indexes), subtree listings (many directories from one flat key list, checked
  * against the delimited listing of each), the listing cache (TTL, memory bound,
- * "too big" marks) and the inode table (stable numbers, nlookup/forget).
+ * "too big" marks), the path <-> key builders and the inode table (stable
+ * numbers, nlookup/forget).
  */
 #include "harness.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "../../src/fs/inode_i.h"
 #include "../../src/fs/names_i.h"
+#include "feedfs/fs.h"
 
 static char long_seg[300];
 
@@ -111,6 +114,245 @@ static void t_classify(void)
 		CHECK_EQ_INT(fs_item_classify("", 0, key, 257, 1, &name, &nl, &why), FS_ITEM_HIDDEN);
 		CHECK_EQ_INT(why, FS_NAME_TOO_LONG);
 		CHECK_EQ_INT(fs_item_classify("", 0, key, 255, 0, &name, &nl, &why), FS_ITEM_FILE);
+	}
+}
+
+/* Bytes of a case: a literal (len 0: strlen) or `rep` copies of 'a' (rep > 0). */
+struct bytes {
+	const char *s;
+	size_t len;
+	size_t rep;
+};
+
+static char *bytes_make(const struct bytes *b, size_t *len)
+{
+	size_t n = b->rep ? b->rep : b->len ? b->len : strlen(b->s);
+	char *p = malloc(n + 1);
+
+	if (b->rep)
+		memset(p, 'a', n);
+	else
+		memcpy(p, b->s, n);
+	p[n] = '\0';
+	*len = n;
+	return p;
+}
+
+#define LIT(x) { x, 0, 0 }
+#define RAW(x, n) { x, n, 0 }
+#define REP(n) { "", 0, n }
+
+static void t_key(void)
+{
+	static const struct {
+		struct bytes prefix, path;
+		unsigned flags;
+		int want;              /* 0 or -errno */
+		const char *key;       /* want == 0; NULL: check the length only */
+		size_t key_len;
+	} cases[] = {
+		{ LIT(""), LIT(""), 0, 0, "", 0 },
+		{ LIT(""), LIT(""), FS_KEY_DIR, 0, "", 0 },             /* root of a bucket */
+		{ LIT("p/"), LIT(""), FS_KEY_DIR, 0, "p/", 2 },         /* root: never "p//" */
+		{ LIT(""), LIT("a.txt"), 0, 0, "a.txt", 5 },
+		{ LIT(""), LIT("d/e"), FS_KEY_DIR, 0, "d/e/", 4 },
+		{ LIT("p/q/"), LIT("d/f.bin"), 0, 0, "p/q/d/f.bin", 11 },
+		{ LIT("p/q/"), LIT("d"), FS_KEY_DIR, 0, "p/q/d/", 6 },
+		{ LIT("数据/"), LIT("图片 01.jpg"), 0, 0, "数据/图片 01.jpg", 20 },
+		{ LIT("p/"), LIT("sp ace/tab\tx%25"), 0, 0, "p/sp ace/tab\tx%25", 17 },
+		/* 1024 bytes is the most; one more is too long. */
+		{ REP(24), REP(1000), 0, 0, NULL, 1024 },
+		{ REP(24), REP(1001), 0, -ENAMETOOLONG, NULL, 0 },
+		{ REP(24), REP(999), FS_KEY_DIR, 0, NULL, 1024 },
+		{ REP(24), REP(1000), FS_KEY_DIR, -ENAMETOOLONG, NULL, 0 },
+		{ REP(1025), LIT(""), 0, -ENAMETOOLONG, NULL, 0 },
+		{ LIT(""), REP(5000), 0, -ENAMETOOLONG, NULL, 0 },
+		/* NUL is the one byte a key cannot hold. */
+		{ LIT("p/"), RAW("a\0b", 3), 0, -EINVAL, NULL, 0 },
+		{ RAW("p\0/", 3), LIT("a"), 0, -EINVAL, NULL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t pl, l, kl = 7777;
+		char *pre = bytes_make(&cases[i].prefix, &pl);
+		char *path = bytes_make(&cases[i].path, &l);
+		char *key = NULL;
+		int r = fs_key(pre, pl, path, l, cases[i].flags, &key, &kl);
+
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu: got %d want %d", i, r,
+				     cases[i].want);
+		if (r == 0 && cases[i].want == 0) {
+			const char *back = NULL;
+			size_t bl = 0;
+
+			CHECK_EQ_INT(kl, cases[i].key_len);
+			CHECK_EQ_INT(strlen(key), kl);       /* NUL-terminated, no NUL inside */
+			if (cases[i].key && (kl != cases[i].key_len ||
+					     memcmp(key, cases[i].key, kl) != 0))
+				harness_fail(__FILE__, __LINE__, "case %zu: key '%s' want '%s'", i,
+					     key, cases[i].key);
+			/* And back: the key names the same path. */
+			CHECK_EQ_INT(fs_key_path(pre, pl, key, kl, cases[i].flags, &back, &bl), 0);
+			CHECK_EQ_INT(bl, l);
+			CHECK(bl == l && memcmp(back, path, l) == 0);
+		}
+		if (r < 0)
+			CHECK(key == NULL && kl == 7777);     /* outputs untouched on failure */
+		free(key);
+		free(pre);
+		free(path);
+	}
+}
+
+static void t_key_path(void)
+{
+	static const struct {
+		const char *prefix, *key;
+		unsigned flags;
+		int want;
+		const char *path;
+	} cases[] = {
+		{ "", "a/b", 0, 0, "a/b" },
+		{ "p/", "p/a", 0, 0, "a" },
+		{ "p/", "p/", 0, 0, "" },
+		{ "p/", "p/", FS_KEY_DIR, 0, "" },
+		{ "p/", "p/d/", FS_KEY_DIR, 0, "d" },
+		{ "p/", "p/d", FS_KEY_DIR, -EINVAL, NULL },          /* not a directory form */
+		{ "p/", "p//", FS_KEY_DIR, -EINVAL, NULL },          /* "p//" is not "p/" */
+		{ "p/", "q/a", 0, -EINVAL, NULL },                   /* another prefix */
+		{ "p/", "p", 0, -EINVAL, NULL },                     /* shorter than it */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *path = NULL;
+		size_t l = 0;
+		int r = fs_key_path(cases[i].prefix, strlen(cases[i].prefix), cases[i].key,
+				    strlen(cases[i].key), cases[i].flags, &path, &l);
+
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu: got %d want %d", i, r,
+				     cases[i].want);
+		if (r == 0 && cases[i].path && (l != strlen(cases[i].path) ||
+						memcmp(path, cases[i].path, l) != 0))
+			harness_fail(__FILE__, __LINE__, "case %zu: path '%.*s' want '%s'", i,
+				     (int)l, path, cases[i].path);
+	}
+}
+
+static void t_path_join(void)
+{
+	static const struct {
+		struct bytes dir, name;
+		int want;
+		const char *path;      /* NULL: check the length only */
+		size_t path_len;
+	} cases[] = {
+		{ LIT(""), LIT("a"), 0, "a", 1 },
+		{ LIT("d"), LIT("a.txt"), 0, "d/a.txt", 7 },
+		{ LIT("d/e"), LIT("f"), 0, "d/e/f", 5 },
+		{ LIT("数据"), LIT("图片"), 0, "数据/图片", 13 },
+		{ LIT("x"), LIT("..."), 0, "x/...", 5 },
+		{ LIT(""), REP(255), 0, NULL, 255 },                 /* the longest name */
+		{ REP(300), REP(255), 0, NULL, 556 },
+		{ LIT(""), REP(256), -ENAMETOOLONG, NULL, 0 },
+		{ REP(768), REP(255), 0, NULL, 1024 },               /* as long as any key */
+		{ REP(769), REP(255), -ENAMETOOLONG, NULL, 0 },
+		{ LIT("d"), LIT(""), -EINVAL, NULL, 0 },
+		{ LIT("d"), LIT("."), -EINVAL, NULL, 0 },
+		{ LIT("d"), LIT(".."), -EINVAL, NULL, 0 },
+		{ LIT("d"), LIT("a/b"), -EINVAL, NULL, 0 },          /* one segment only */
+		{ LIT("d"), RAW("a\0b", 3), -EINVAL, NULL, 0 },
+		{ RAW("d\0e", 3), LIT("a"), -EINVAL, NULL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t dl, nl, pl = 7777;
+		char *dir = bytes_make(&cases[i].dir, &dl);
+		char *name = bytes_make(&cases[i].name, &nl);
+		char *path = NULL;
+		int r = fs_path_join(dir, dl, name, nl, &path, &pl);
+
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu: got %d want %d", i, r,
+				     cases[i].want);
+		if (r == 0 && cases[i].want == 0) {
+			CHECK_EQ_INT(pl, cases[i].path_len);
+			CHECK_EQ_INT(strlen(path), pl);
+			if (cases[i].path && (pl != cases[i].path_len ||
+					      memcmp(path, cases[i].path, pl) != 0))
+				harness_fail(__FILE__, __LINE__, "case %zu: path '%s' want '%s'", i,
+					     path, cases[i].path);
+			/* The name is the last segment, the directory what precedes it. */
+			CHECK(pl >= nl && memcmp(path + pl - nl, name, nl) == 0);
+			CHECK(memcmp(path, dir, dl) == 0);
+		}
+		if (r < 0)
+			CHECK(path == NULL && pl == 7777);
+		free(path);
+		free(dir);
+		free(name);
+	}
+}
+
+/* The public form: what `feedfs warm` hands in is a path the mount showed. */
+static void t_key_for_path(void)
+{
+	static const struct {
+		const char *path;
+		size_t len;            /* 0: strlen */
+		int want;
+		const char *key;
+	} cases[] = {
+		{ "a.jpg", 0, 0, "pre/a.jpg" },
+		{ "d/e/f.jpg", 0, 0, "pre/d/e/f.jpg" },
+		{ "数据/图片 01.jpg", 0, 0, "pre/数据/图片 01.jpg" },
+		{ "", 0, -EINVAL, NULL },
+		{ "/a", 0, -EINVAL, NULL },
+		{ "a/", 0, -EINVAL, NULL },
+		{ "a//b", 0, -EINVAL, NULL },
+		{ "a/./b", 0, -EINVAL, NULL },
+		{ "../b", 0, -EINVAL, NULL },
+		{ "a/..", 0, -EINVAL, NULL },
+		{ "a\0b", 3, -EINVAL, NULL },
+	};
+	char seg[300];
+	char *key = NULL;
+	size_t kl = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = cases[i].len ? cases[i].len : strlen(cases[i].path);
+		int r;
+
+		key = NULL;
+		r = fs_key_for_path("pre/", 4, cases[i].path, len, &key, &kl);
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu (%s): got %d want %d", i,
+				     cases[i].path, r, cases[i].want);
+		if (r == 0 && cases[i].key)
+			CHECK_STR(key, cases[i].key);
+		if (r == 0)
+			CHECK_EQ_INT(kl, strlen(cases[i].key));
+		free(key);
+	}
+	/* 255-byte segments are names; 256 are not. */
+	memset(seg, 'n', sizeof(seg));
+	memcpy(seg, "d/", 2);
+	CHECK_EQ_INT(fs_key_for_path("", 0, seg, 2 + 255, &key, &kl), 0);
+	CHECK_EQ_INT(kl, 257);
+	free(key);
+	CHECK_EQ_INT(fs_key_for_path("", 0, seg, 2 + 256, &key, &kl), -ENAMETOOLONG);
+	/* Valid segments, but a key over 1024 bytes. */
+	{
+		char p[1100];
+
+		memset(p, 'x', sizeof(p));
+		for (size_t i = 200; i < sizeof(p); i += 201)
+			p[i] = '/';
+		CHECK_EQ_INT(fs_key_for_path("pre/", 4, p, 1020, &key, &kl), 0);
+		CHECK_EQ_INT(kl, 1024);
+		free(key);
+		CHECK_EQ_INT(fs_key_for_path("pre/", 4, p, 1021, &key, &kl), -ENAMETOOLONG);
 	}
 }
 
@@ -652,6 +894,10 @@ out:
 static const struct test tests[] = {
 	TEST(t_name_check),
 	TEST(t_classify),
+	TEST(t_key),
+	TEST(t_key_path),
+	TEST(t_path_join),
+	TEST(t_key_for_path),
 	TEST(t_listing_merge),
 	TEST(t_listing_big),
 	TEST(t_tree_basic),
