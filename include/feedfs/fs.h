@@ -44,9 +44,10 @@ struct fs;
 int fs_key_for_path(const char *prefix, size_t prefix_len, const char *path, size_t path_len,
 		    char **key, size_t *key_len);
 
-/* rd is copied; s3 and rd->budget must outlive the fs. */
-struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
-		  const struct rd_config *rd);
+/* rd is copied; s3 and rd->budget must outlive the fs. 0 and *out set, or
+ * -ENOMEM (*out untouched). */
+int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_config *rd,
+	   struct fs **out);
 void fs_destroy(struct fs *fs);
 
 struct fuse_session;

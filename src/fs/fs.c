@@ -834,46 +834,47 @@ static long subtree_max_keys(const struct fs_options *opts)
 	return v;
 }
 
-struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
-		  const struct rd_config *rd)
+int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_config *rd,
+	   struct fs **out)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 	struct fs_node *root;
+	int r = -ENOMEM;
 
 	if (!fs)
-		return NULL;
+		return -ENOMEM;
+	/* First what fs_destroy relies on, so that every failure below can
+	 * unwind through it whatever is still unset. */
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
 	fs->neg = calloc(1, sizeof(*fs->neg));
-	if (!fs->prefix || !fs->neg || fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES) < 0) {
-		fs_lcache_cleanup(&fs->lcache);
-		free(fs->prefix);
-		free(fs->neg);
-		free(fs);
-		return NULL;
-	}
-	if (fs_inodes_init(&fs->inodes) < 0) {
-		fs_lcache_cleanup(&fs->lcache);
-		free(fs->prefix);
-		free(fs->neg);
-		free(fs);
-		return NULL;
-	}
+	if (!fs->prefix || !fs->neg)
+		goto fail;
+	r = fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES);
+	if (r < 0)
+		goto fail;
+	r = fs_inodes_init(&fs->inodes);
+	if (r < 0)
+		goto fail;
 	fs->subtree_max_keys = subtree_max_keys(opts);
-	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->prefix_len = strlen(fs->prefix);
 	fs->opts.prefix = fs->prefix;
 	fs->s3 = s3;
 	fs->rd = *rd;
 	fs->mount_wall_ms = util_wall_ms();
-	pthread_mutex_init(&fs->lock, NULL);
 	root = fs_inodes_add(&fs->inodes, "", 0, 1);
 	if (!root) {
-		fs_destroy(fs);
-		return NULL;
+		r = -ENOMEM;
+		goto fail;
 	}
 	root->nlookup = 1;
-	return fs;
+	*out = fs;
+	return 0;
+fail:
+	fs_destroy(fs);
+	return r;
 }
 
 void fs_destroy(struct fs *fs)
@@ -882,7 +883,8 @@ void fs_destroy(struct fs *fs)
 		return;
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
-	neg_clear(fs->neg);
+	if (fs->neg)
+		neg_clear(fs->neg);
 	free(fs->neg);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->prefix);
