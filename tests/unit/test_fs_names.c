@@ -2,9 +2,12 @@
  * test_fs_names — key -> name rules, listing merge (dedup, shadowing, stable
  * indexes), subtree listings (many directories from one flat key list, checked
  * against the delimited listing of each), the listing cache (TTL, memory bound,
- * "too big" marks), the path <-> key builders and the inode table (stable
- * numbers, nlookup/forget).
+ * "too big" marks), the path <-> key builders, the inode table (stable
+ * numbers, nlookup/forget), and over a real struct fs without FUSE or S3:
+ * node attributes and stat/entry fill, the listing install rule and a
+ * lookup's page turned into a subtree (node.c, listing.c).
  */
+#include "../../src/fs/fs_i.h"      /* first: it sets FUSE_USE_VERSION */
 #include "harness.h"
 
 #include <errno.h>
@@ -13,6 +16,8 @@
 #include "../../src/fs/inode_i.h"
 #include "../../src/fs/names_i.h"
 #include "feedfs/fs.h"
+#include "feedfs/s3.h"
+#include "feedfs/util.h"
 
 static char long_seg[300];
 
@@ -891,6 +896,192 @@ out:
 	fs_inodes_cleanup(&t);
 }
 
+/* ---------- node.c and listing.c over a real struct fs (no FUSE session, no S3) ---------- */
+
+static struct fs *fs_for_test(const char *prefix)
+{
+	struct fs_options o;
+	struct rd_config rd;
+	struct fs *fs = NULL;
+
+	memset(&o, 0, sizeof(o));
+	memset(&rd, 0, sizeof(rd));
+	o.prefix = prefix;
+	o.uid = 1234;
+	o.gid = 5678;
+	o.file_mode = 0444;
+	o.dir_mode = 0555;
+	o.metadata_ttl_ms = 1000;
+	CHECK_EQ_INT(fs_new(&o, NULL, &rd, &fs), 0);
+	return fs;
+}
+
+static void t_fs_new_keys(void)
+{
+	struct fs *fs = fs_for_test("data/");
+	struct fs_node *root;
+	char *k;
+	size_t kl;
+
+	if (!fs)
+		return;
+	root = fs_inodes_get(&fs->inodes, FS_ROOT_INO);
+	CHECK(root && root->is_dir && root->path_len == 0 && root->nlookup == 1);
+	CHECK_EQ_INT(fs_path_key(fs, "a/b.jpg", 7, 0, &k, &kl), 0);
+	CHECK_STR(k, "data/a/b.jpg");
+	CHECK_EQ_INT(kl, 12);
+	free(k);
+	CHECK_EQ_INT(fs_path_key(fs, "", 0, FS_KEY_DIR, &k, &kl), 0);
+	CHECK_STR(k, "data/");
+	free(k);
+	CHECK_EQ_INT(fs_path_key(fs, "a", 1, FS_KEY_DIR, &k, &kl), 0);
+	CHECK_STR(k, "data/a/");
+	free(k);
+	fs_destroy(fs);
+}
+
+static void t_node_attrs(void)
+{
+	struct fs *fs = fs_for_test("");
+	struct fs_dirent d = { .name = "f", .name_len = 1, .size = 10, .mtime_ms = 7500,
+			       .etag = "\"e1\"" };
+	struct s3_object o = { .size = 11, .mtime_ms = 9250, .etag = "\"e2\"" };
+	struct fuse_entry_param e;
+	struct fs_node *n, *dn;
+	struct stat st;
+
+	if (!fs)
+		return;
+	n = fs_inodes_get_path(&fs->inodes, "f", 1, 0);
+	dn = fs_inodes_get_path(&fs->inodes, "d", 1, 1);
+	CHECK(n && dn);
+	if (!n || !dn)
+		goto out;
+	/* A listing's view at 100. */
+	fs_node_set_from_dirent(n, &d, 100);
+	CHECK_EQ_INT(n->size, 10);
+	CHECK_EQ_INT(n->attr_ms, 100);
+	CHECK_STR(n->etag, "\"e1\"");
+	CHECK_EQ_INT(n->size_moved, 0);
+	CHECK(fs_attrs_fresh(fs, n, 1099));
+	CHECK(!fs_attrs_fresh(fs, n, 1100));
+	/* A HEAD at 200 with another size: taken, and the size has moved. */
+	fs_node_set_from_object(n, &o, 200);
+	CHECK_EQ_INT(n->size, 11);
+	CHECK_STR(n->etag, "\"e2\"");
+	CHECK_EQ_INT(n->size_moved, 1);
+	/* An older listing never undoes a newer HEAD. */
+	fs_node_set_from_dirent(n, &d, 150);
+	CHECK_EQ_INT(n->size, 11);
+	CHECK_EQ_INT(n->attr_ms, 200);
+	/* A directory has no attributes to learn. */
+	fs_node_set_from_dirent(dn, &d, 300);
+	CHECK_EQ_INT(dn->attr_ms, 0);
+
+	fs_fill_stat(fs, n, &st);
+	CHECK_EQ_INT(st.st_ino, n->ino);
+	CHECK_EQ_INT(st.st_mode, S_IFREG | 0444);
+	CHECK_EQ_INT(st.st_nlink, 1);
+	CHECK_EQ_INT(st.st_size, 11);
+	CHECK_EQ_INT(st.st_blocks, 1);
+	CHECK_EQ_INT(st.st_uid, 1234);
+	CHECK_EQ_INT(st.st_gid, 5678);
+	CHECK_EQ_INT(st.st_blksize, FS_BLKSIZE);
+	CHECK_EQ_INT(st.st_mtim.tv_sec, 9);
+	CHECK_EQ_INT(st.st_mtim.tv_nsec, 250000000);
+	fs_fill_entry(fs, dn, &e);
+	CHECK_EQ_INT(e.ino, dn->ino);
+	CHECK(e.attr_timeout == 1.0 && e.entry_timeout == 1.0);
+	CHECK_EQ_INT(e.attr.st_mode, S_IFDIR | 0555);
+	CHECK_EQ_INT(e.attr.st_nlink, 2);
+	CHECK_EQ_INT(e.attr.st_mtim.tv_sec, fs->mount_wall_ms / 1000);
+out:
+	fs_destroy(fs);
+}
+
+static void t_listing_install(void)
+{
+	struct fs *fs = fs_for_test("");
+	struct fs_listing *old_l = fs_listing_new(100), *new_l = fs_listing_new(200);
+
+	if (!fs || !old_l || !new_l)
+		goto out;
+	old_l->complete = new_l->complete = 1;
+	CHECK_EQ_INT(fs_listing_install(fs, "d", 1, new_l, 300), 0);
+	/* Older than the one cached: skipped, and that is not an error. */
+	CHECK_EQ_INT(fs_listing_install(fs, "d", 1, old_l, 300), 0);
+	CHECK(fs_listing_cached(fs, "d", 1, 300) == new_l);
+	CHECK_EQ_INT(fs_listing_install(fs, "e", 1, old_l, 300), 0);
+	CHECK_EQ_INT(fs_listing_install(fs, "e", 1, new_l, 300), 0);
+	CHECK(fs_listing_cached(fs, "e", 1, 300) == new_l);
+	/* Trusted for the metadata TTL from the listing's own time. */
+	CHECK(fs_listing_cached(fs, "e", 1, 1199) == new_l);
+	CHECK(fs_listing_cached(fs, "e", 1, 1200) == NULL);
+out:
+	fs_listing_put(old_l);
+	fs_listing_put(new_l);
+	fs_destroy(fs);
+}
+
+/* A lookup's one flat page of "data/d/": the whole subtree when not truncated. */
+static void t_subtree_from_page(void)
+{
+	static const char *keys[] = {
+		"data/d/a.txt", "data/d/s/b.txt", "data/d/s/", "data/x/not-ours", "data/d/../bad",
+	};
+	struct s3_object objs[5];
+	struct s3_list_page pg;
+	struct fs *fs = fs_for_test("data/");
+	struct fs_listing *l;
+	int64_t now;
+
+	if (!fs)
+		return;
+	fs->opts.metadata_ttl_ms = 3600 * 1000;
+	memset(objs, 0, sizeof(objs));
+	for (size_t i = 0; i < 5; i++) {
+		objs[i].key = (char *)keys[i];
+		objs[i].key_len = strlen(keys[i]);
+		objs[i].size = 100 + i;
+		snprintf(objs[i].etag, sizeof(objs[i].etag), "\"e%zu\"", i);
+	}
+	memset(&pg, 0, sizeof(pg));
+	pg.objects = objs;
+	pg.n_objects = 5;
+
+	/* Truncated: not the whole subtree, nothing cached. */
+	pg.truncated = 1;
+	fs_subtree_from_page(fs, "d", 1, "data/d/", 7, &pg);
+	CHECK(fs_listing_cached(fs, "d", 1, util_now_ms()) == NULL);
+	CHECK_EQ_INT(fs->stats.subtree_walks, 0);
+
+	pg.truncated = 0;
+	fs_subtree_from_page(fs, "d", 1, "data/d/", 7, &pg);
+	now = util_now_ms();
+	l = fs_listing_cached(fs, "d", 1, now);
+	CHECK(l != NULL);
+	if (l) {
+		long a = fs_listing_find(l, "a.txt", 5), sdir = fs_listing_find(l, "s", 1);
+
+		CHECK_EQ_INT(l->n, 2);
+		CHECK(a >= 0 && !l->ents[a].is_dir && l->ents[a].size == 100);
+		CHECK(a >= 0 && strcmp(l->ents[a].etag, "\"e0\"") == 0);
+		CHECK(sdir >= 0 && l->ents[sdir].is_dir);
+	}
+	l = fs_listing_cached(fs, "d/s", 3, now);
+	CHECK(l != NULL);
+	if (l) {
+		CHECK_EQ_INT(l->n, 1);
+		CHECK_EQ_INT(fs_listing_find(l, "b.txt", 5), 0);
+		CHECK_EQ_INT(l->ents[0].size, 101);
+	}
+	CHECK_EQ_INT(fs->stats.subtree_walks, 1);
+	CHECK_EQ_INT(fs->stats.subtree_dirs, 2);
+	CHECK_EQ_INT(fs->stats.hidden, 2);             /* another prefix; ".." */
+	CHECK(fs_listing_cached(fs, "x", 1, now) == NULL);
+	fs_destroy(fs);
+}
+
 static const struct test tests[] = {
 	TEST(t_name_check),
 	TEST(t_classify),
@@ -908,6 +1099,10 @@ static const struct test tests[] = {
 	TEST(t_inode_stable),
 	TEST(t_inode_many),
 	TEST(t_inode_collision),
+	TEST(t_fs_new_keys),
+	TEST(t_node_attrs),
+	TEST(t_listing_install),
+	TEST(t_subtree_from_page),
 	{ 0 },
 };
 
