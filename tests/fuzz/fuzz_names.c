@@ -48,6 +48,10 @@ static void key_round_trip(const char *item, size_t plen, size_t ilen, unsigned 
 		char *child, *dkey, *fkey;
 		size_t cl, dkl, fkl;
 
+		/* "/c" is no path (a leading '/'): its "directory" would be the
+		 * root, whose child is "c". */
+		if (slash == path)
+			return;
 		if (fs_path_join(path, dl, name, nl, &child, &cl) != 0)
 			return;
 		if (cl != len || memcmp(child, path, len) != 0)
