@@ -88,6 +88,7 @@ key_seed("key_dir", b"pre/", b"ab/c", 1)
 key_seed("key_root", b"p/", b"", 1)
 key_seed("key_utf8", b"\xe6\x95\xb0/", b"\xe5\x9b\xbe/x y.jpg")
 key_seed("key_nul", b"p/", b"a\x00b/c")
+key_seed("key_leading_slash", b"premba/", b"/c", 1)   # found by fuzzing
 key_seed("key_1024", b"x" * 63 + b"/", b"/".join([b"s" * 200] * 4) + b"/" + b"l" * 156)
 
 for i, (sel, s) in enumerate([(0, b"8M"), (0, b"512KiB"), (0, b"1G"), (0, b"18446744073709551615K"),
