@@ -976,8 +976,7 @@ static int run(struct options *o, int notify_fd)
 	fopts.metadata_ttl_ms = o->metadata_ttl_ms;
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
 	fopts.ahead = r.ahead;
-	r.fs = fs_new(&fopts, r.s3, &rcfg);
-	if (!r.fs)
+	if (fs_new(&fopts, r.s3, &rcfg, &r.fs) < 0)
 		return fail(notify_fd, &r, "out of memory");
 	stats_reg_group(&r.reg, &fs_stats_group, r.fs);
 	stats_reg_group(&r.reg, &s3_stats_group, r.s3);

@@ -33,9 +33,22 @@ struct fs_options {
 
 struct fs;
 
-/* rd is copied; s3 and rd->budget must outlive the fs. */
-struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
-		  const struct rd_config *rd);
+/*
+ * The object key of a file at mount-relative `path` ("dir/file.jpg": no
+ * leading or trailing '/', each segment a name the mount can show) under
+ * mount prefix `prefix` ("" or ending in '/'), as the mount itself builds it;
+ * for callers outside src/fs/ (e.g. `feedfs warm` resolving paths). *key is
+ * malloc'd and NUL-terminated. 0; -EINVAL for an empty path, an empty, "." or
+ * ".." segment or a NUL byte; -ENAMETOOLONG for a segment over 255 bytes or a
+ * key over 1024 bytes; -ENOMEM.
+ */
+int fs_key_for_path(const char *prefix, size_t prefix_len, const char *path, size_t path_len,
+		    char **key, size_t *key_len);
+
+/* rd is copied; s3 and rd->budget must outlive the fs. 0 and *out set, or
+ * -ENOMEM (*out untouched). */
+int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_config *rd,
+	   struct fs **out);
 void fs_destroy(struct fs *fs);
 
 struct fuse_session;

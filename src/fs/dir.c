@@ -6,20 +6,9 @@
  * cache (fs->lcache, by directory path) has a complete listing younger than
  * --metadata-ttl the handle shares it (no request at all).
  *
- * Otherwise the directory is first listed as a subtree: its prefix WITHOUT a
- * delimiter, page after page, up to fs->subtree_max_keys keys. When the whole
- * subtree fits, fs_tree_* (names.c) builds the listing of the directory and of
- * every directory below it from those keys, with exactly the rules of a
- * delimited listing, and all of them go into the cache: a walk of the tree
- * then costs one LIST per 1000 keys instead of one per directory (os.walk is
- * sequential, so on a 10-50 ms store that is also the number of round trips).
- * Keys that arrive in any order are fine; pages already read when the cap is
- * reached are dropped (using them needs key order, which s3rver lacks), and
- * the directory with all its ancestors is marked too big for 10 TTLs so the
- * cap is paid once, not at every expiry. Why a cap at all: the first readdir
- * of a huge tree would otherwise wait for all of it. A lookup's LIST of
- * "P N/" asks for a full page for the same reason: when it is not truncated
- * it is N's subtree and fills the cache at no extra request.
+ * Otherwise the directory is first listed as a subtree (listing.c: one flat
+ * listing of it and everything below, which fills the cache for the whole
+ * tree) unless it is known to be too big.
  *
  * A directory too big for that (or with subtree listings off: cap 0 or a zero
  * TTL) is listed as before: the handle builds a listing one delimited
@@ -32,12 +21,12 @@
  * Offsets: position 0 is ".", 1 is "..", 2+i is listing entry i. Entries are
  * only ever appended, so an offset means the same entry for the life of the
  * handle (telldir/seekdir, and the kernel's re-reads from its last offset).
- * When the walk completes the listing enters the cache; later lookups and
- * readdirs are answered from it until it is older than the TTL.
+ * When the walk completes the listing enters the cache (fs_listing_install);
+ * later lookups and readdirs are answered from it until it is older than the
+ * TTL. Entries become FUSE entries through node.c, as lookup's do.
  *
  * Not done: readdir-ahead (listing the first subdirectories of a big directory
- * in parallel) and coalescing two concurrent subtree listings of one directory
- * (os.walk never does that; two readers would only pay twice).
+ * in parallel).
  *
  * readdirplus gives each entry (not "." / "..") a node and one lookup count,
  * exactly as lookup would, so `ls -l` and os.walk need no request per entry.
@@ -91,160 +80,21 @@ static void dirh_free(struct fs_dirh *dh)
 	free(dh);
 }
 
-/* ---------- subtree listings ---------- */
-
-/* Put every listing of a finished tree in the cache, unless the cache holds a
- * newer one for that path (fs->lock not held). */
-static void tree_install(struct fs *fs, struct fs_tree *t, const char *prefix)
-{
-	int64_t now = util_now_ms();
-
-	fs_tree_finish(t);
-	pthread_mutex_lock(&fs->lock);
-	for (size_t i = 0; i < t->n; i++) {
-		const struct fs_tree_dir *d = &t->dirs[i];
-		struct fs_listing *cur = fs_lcache_get(&fs->lcache, d->path, d->path_len, now,
-						       fs->opts.metadata_ttl_ms);
-
-		if (cur && cur->fetched_ms > t->fetched_ms)
-			continue;
-		if (fs_lcache_put(&fs->lcache, d->path, d->path_len, d->l) < 0)
-			break;      /* out of memory: the rest is listed when needed */
-	}
-	pthread_mutex_unlock(&fs->lock);
-	FS_STAT_ADD(fs, subtree_dirs, t->n);
-	if (t->hidden) {
-		FS_STAT_ADD(fs, hidden, t->hidden);
-		log_info(TAG, "%llu key(s) under '%s' hidden: not POSIX names "
-			 "(empty, '.', '..', NUL or over 255 bytes)",
-			 (unsigned long long)t->hidden, prefix);
-	}
-}
-
-/* Place one page's objects in t. 0 or -ENOMEM. */
-static int tree_add_page(struct fs_tree *t, const char *prefix, size_t prefix_len,
-			 const struct s3_list_page *pg)
-{
-	for (size_t i = 0; i < pg->n_objects; i++) {
-		const struct s3_object *o = &pg->objects[i];
-		int r;
-
-		/* The server answered for another prefix: nothing we can place. */
-		if (o->key_len < prefix_len || memcmp(o->key, prefix, prefix_len) != 0) {
-			t->hidden++;
-			continue;
-		}
-		r = fs_tree_add(t, o->key + prefix_len, o->key_len - prefix_len, o->size,
-				o->mtime_ms, o->etag);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
-			  const char *prefix, size_t prefix_len, const struct s3_list_page *pg)
-{
-	struct fs_tree t;
-
-	/* Common prefixes would mean a delimiter was used: not a subtree. */
-	if (pg->truncated || pg->n_prefixes)
-		return;
-	if (fs_tree_init(&t, path, path_len, util_now_ms()) < 0)
-		return;
-	if (tree_add_page(&t, prefix, prefix_len, pg) == 0) {
-		FS_STAT_INC(fs, subtree_walks);
-		tree_install(fs, &t, prefix);
-	}
-	fs_tree_cleanup(&t);
-}
-
-/* Mark path and every directory above it too big for a subtree listing: each
- * of them holds at least as many keys (fs->lock held). */
-static void mark_big_locked(struct fs *fs, const char *path, size_t len, int64_t until_ms)
-{
-	for (;;) {
-		const char *slash;
-
-		fs_lcache_mark_big(&fs->lcache, path, len, until_ms);
-		if (len == 0)
-			return;
-		slash = memrchr(path, '/', len);
-		len = slash ? (size_t)(slash - path) : 0;
-	}
-}
-
-int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
-		    size_t prefix_len)
-{
-	struct fs_tree t;
-	char *token = NULL;
-	uint64_t seen = 0;
-	int r;
-
-	r = fs_tree_init(&t, path, path_len, util_now_ms());
-	if (r < 0)
-		return r;
-	for (;;) {
-		struct s3_list_page pg;
-
-		memset(&pg, 0, sizeof(pg));
-		FS_STAT_INC(fs, list_pages);
-		FS_STAT_INC(fs, subtree_pages);
-		r = s3_list(fs->s3, prefix, NULL, token, 0, &pg);
-		free(token);
-		token = NULL;
-		if (r < 0) {
-			log_warn(TAG, "subtree listing of '%s' failed: %s", prefix, strerror(-r));
-			break;
-		}
-		seen += pg.n_objects;
-		r = tree_add_page(&t, prefix, prefix_len, &pg);
-		if (r == 0 && pg.truncated && pg.next_token && pg.next_token[0]) {
-			token = strdup(pg.next_token);
-			if (!token)
-				r = -ENOMEM;
-		}
-		s3_list_page_cleanup(&pg);
-		if (r < 0)
-			break;
-		if (!token) {
-			FS_STAT_INC(fs, subtree_walks);
-			tree_install(fs, &t, prefix);
-			r = 1;
-			break;
-		}
-		if (seen >= (uint64_t)fs->subtree_max_keys) {
-			int64_t now = util_now_ms();
-
-			FS_STAT_INC(fs, subtree_too_big);
-			log_debug(TAG, "'%s' holds more than %ld keys: listed by level",
-				  prefix, fs->subtree_max_keys);
-			pthread_mutex_lock(&fs->lock);
-			mark_big_locked(fs, path, path_len,
-					now + FS_BIG_TTL_FACTOR * fs->opts.metadata_ttl_ms);
-			pthread_mutex_unlock(&fs->lock);
-			free(token);
-			r = 0;
-			break;
-		}
-	}
-	fs_tree_cleanup(&t);
-	return r;
-}
-
 /* Fill dh's path, prefix and parent from node ino (fs->lock held). */
 static int dirh_init_locked(struct fs *fs, struct fs_dirh *dh, fuse_ino_t ino)
 {
 	struct fs_node *n = fs_inodes_get(&fs->inodes, ino);
+	int r;
 
 	if (!n || !n->is_dir)
 		return n ? -ENOTDIR : -ESTALE;
 	dh->path = strndup(n->path, n->path_len);
 	dh->path_len = n->path_len;
-	dh->prefix = fs_dir_prefix(fs, n, &dh->prefix_len);
-	if (!dh->path || !dh->prefix)
+	if (!dh->path)
 		return -ENOMEM;
+	r = fs_path_key(fs, n->path, n->path_len, FS_KEY_DIR, &dh->prefix, &dh->prefix_len);
+	if (r < 0)
+		return r;
 	if (n->path_len == 0) {
 		dh->parent_ino = FS_ROOT_INO;
 	} else {
@@ -260,8 +110,7 @@ static int dirh_init_locked(struct fs *fs, struct fs_dirh *dh, fuse_ino_t ino)
 /* Share a fresh cached listing of dh's directory (fs->lock held). 1 if found. */
 static int dirh_share_cached(struct fs *fs, struct fs_dirh *dh, int64_t now_ms)
 {
-	struct fs_listing *l = fs_lcache_get(&fs->lcache, dh->path, dh->path_len, now_ms,
-					     fs->opts.metadata_ttl_ms);
+	struct fs_listing *l = fs_listing_cached(fs, dh->path, dh->path_len, now_ms);
 
 	if (!l)
 		return 0;
@@ -369,7 +218,6 @@ static void add_item(struct fs *fs, struct fs_dirh *dh, const char *item, size_t
 static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 {
 	struct s3_list_page pg;
-	struct fs_listing *cached;
 	int r;
 
 	memset(&pg, 0, sizeof(pg));
@@ -400,34 +248,12 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 	/* Complete: immutable from now on, so it can be shared with the node. */
 	dh->done = 1;
 	dh->l->complete = 1;
-	if (dh->l->hidden)
-		log_info(TAG, "%llu key(s) under '%s' hidden: not POSIX names "
-			 "(empty, '.', '..', NUL or over 255 bytes)",
-			 (unsigned long long)dh->l->hidden, dh->prefix);
+	fs_listing_log_hidden(dh->prefix, dh->l->hidden);
 	pthread_mutex_lock(&fs->lock);
-	cached = fs_lcache_get(&fs->lcache, dh->path, dh->path_len, util_now_ms(),
-			       fs->opts.metadata_ttl_ms);
-	if (!cached || cached->fetched_ms <= dh->l->fetched_ms)
-		fs_lcache_put(&fs->lcache, dh->path, dh->path_len, dh->l);
+	/* Out of memory only costs the cache entry: the handle has its listing. */
+	(void)fs_listing_install(fs, dh->path, dh->path_len, dh->l, util_now_ms());
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
-}
-
-static char *join(const char *dir, size_t dir_len, const char *name, size_t name_len,
-		  size_t *len)
-{
-	size_t n = dir_len + (dir_len ? 1 : 0) + name_len;
-	char *p = malloc(n + 1);
-
-	if (!p)
-		return NULL;
-	memcpy(p, dir, dir_len);
-	if (dir_len)
-		p[dir_len] = '/';
-	memcpy(p + n - name_len, name, name_len);
-	p[n] = '\0';
-	*len = n;
-	return p;
 }
 
 /* Fill buf with entries from position off. Returns bytes used, or -errno
@@ -477,13 +303,12 @@ static ssize_t do_readdir(struct fs *fs, fuse_req_t req, struct fs_dirh *dh, cha
 			break;
 		if (plus) {
 			size_t plen;
-			char *path = join(dh->path, dh->path_len, d->name, d->name_len, &plen);
+			char *path = NULL;
 			struct fs_node *n;
 
-			if (!path) {
-				r = -ENOMEM;
+			r = fs_path_join(dh->path, dh->path_len, d->name, d->name_len, &path, &plen);
+			if (r < 0)
 				goto out;
-			}
 			pthread_mutex_lock(&fs->lock);
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (n) {
@@ -500,10 +325,11 @@ static ssize_t do_readdir(struct fs *fs, fuse_req_t req, struct fs_dirh *dh, cha
 			fuse_add_direntry_plus(req, buf + used, size - used, d->name, &e, p + 1);
 		} else {
 			size_t plen;
-			char *path = join(dh->path, dh->path_len, d->name, d->name_len, &plen);
+			char *path = NULL;
 
 			/* d_ino is informational for plain readdir: the number the
 			 * entry gets when looked up (barring a collision). */
+			fs_path_join(dh->path, dh->path_len, d->name, d->name_len, &path, &plen);
 			e.attr.st_ino = path ? fs_ino_hash(path, plen, d->is_dir) : 0;
 			e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
 			free(path);

@@ -8,12 +8,16 @@
  *
  * State: one table of live nodes (inode.c), each with a kernel lookup count
  * (lookup and readdirplus add one, forget removes; the root is never freed).
- * A node caches its attributes for --metadata-ttl; complete directory listings
- * (built by readdir or a subtree listing, dir.c) are cached by directory path
- * for the same time (fs->lcache, names.c), which answers lookups, including
- * negative ones, without requests. Misses that went
+ * A node caches its attributes for --metadata-ttl (node.c); complete directory
+ * listings (built by readdir, dir.c, or a subtree listing, listing.c) are
+ * cached by directory path for the same time (fs->lcache, names.c), which
+ * answers lookups, including negative ones, without requests. Misses that went
  * to S3 are remembered for --negative-ttl. The kernel is told the same TTLs
  * (entry/attr timeouts), so a change in the bucket shows within one TTL.
+ *
+ * Layers: this file holds the ops that reply; it sits on listing.c and
+ * node.c, as dir.c does, and offers nothing back (fs_i.h lists who offers
+ * what). Object keys come from one builder (fs_key, names.c).
  *
  * Lookup of name N in directory prefix P, when no fresh listing answers:
  * ListObjectsV2 prefix "P N/", one page (any key below makes N a directory,
@@ -40,7 +44,6 @@
 #include "feedfs/util.h"
 
 #define TAG "fs"
-#define FS_BLKSIZE (1u << 20)       /* st_blksize: stdio and Python buffer this much */
 #define NEG_BUCKETS 4096
 #define NEG_MAX 65536
 
@@ -128,161 +131,32 @@ static void neg_add(struct fs_neg *ng, const char *path, size_t len, int64_t exp
 	ng->count++;
 }
 
-/* ---------- helpers shared with dir.c ---------- */
 
 static struct fs *req_fs(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
 }
 
-static int attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms)
-{
-	return n->attr_ms && now_ms - n->attr_ms < fs->opts.metadata_ttl_ms;
-}
-
-char *fs_child_path(const struct fs_node *parent, const char *name, size_t name_len,
-		    size_t *len)
-{
-	size_t pl = parent->path_len;
-	size_t n = pl + (pl ? 1 : 0) + name_len;
-	char *p = malloc(n + 1);
-
-	if (!p)
-		return NULL;
-	memcpy(p, parent->path, pl);
-	if (pl)
-		p[pl] = '/';
-	memcpy(p + n - name_len, name, name_len);
-	p[n] = '\0';
-	*len = n;
-	return p;
-}
-
-char *fs_dir_prefix(const struct fs *fs, const struct fs_node *dir, size_t *len)
-{
-	size_t n = fs->prefix_len + dir->path_len + (dir->path_len ? 1 : 0);
-	char *p = malloc(n + 1);
-
-	if (!p)
-		return NULL;
-	memcpy(p, fs->prefix, fs->prefix_len);
-	memcpy(p + fs->prefix_len, dir->path, dir->path_len);
-	if (dir->path_len)
-		p[n - 1] = '/';
-	p[n] = '\0';
-	*len = n;
-	return p;
-}
-
-/* The object key of a file path. */
-static char *file_key(const struct fs *fs, const char *path, size_t path_len, size_t *len)
-{
-	char *k = malloc(fs->prefix_len + path_len + 1);
-
-	if (!k)
-		return NULL;
-	memcpy(k, fs->prefix, fs->prefix_len);
-	memcpy(k + fs->prefix_len, path, path_len);
-	k[fs->prefix_len + path_len] = '\0';
-	*len = fs->prefix_len + path_len;
-	return k;
-}
-
-static void copy_etag(char *dst, const char *src)
-{
-	size_t n = strnlen(src, FS_ETAG_MAX - 1);
-
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
-void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st)
-{
-	int64_t mt = n->is_dir ? fs->mount_wall_ms : n->mtime_ms;
-
-	memset(st, 0, sizeof(*st));
-	st->st_ino = n->ino;
-	st->st_uid = fs->opts.uid;
-	st->st_gid = fs->opts.gid;
-	if (n->is_dir) {
-		st->st_mode = S_IFDIR | (fs->opts.dir_mode & 07777);
-		st->st_nlink = 2;
-	} else {
-		st->st_mode = S_IFREG | (fs->opts.file_mode & 07777);
-		st->st_nlink = 1;
-		st->st_size = (off_t)n->size;
-		st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
-	}
-	st->st_blksize = FS_BLKSIZE;
-	st->st_mtim.tv_sec = mt / 1000;
-	st->st_mtim.tv_nsec = (mt % 1000) * 1000000;
-	st->st_atim = st->st_mtim;
-	st->st_ctim = st->st_mtim;
-}
-
-static double ttl_s(int64_t ms)
-{
-	return (double)ms / 1000.0;
-}
-
-void fs_fill_entry(const struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e)
-{
-	memset(e, 0, sizeof(*e));
-	e->ino = n->ino;
-	e->attr_timeout = ttl_s(fs->opts.metadata_ttl_ms);
-	e->entry_timeout = ttl_s(fs->opts.metadata_ttl_ms);
-	fs_fill_stat(fs, n, &e->attr);
-}
-
-/* Every size this node ever had is a size the kernel may hold for it. */
-static void node_set_size(struct fs_node *n, uint64_t size)
-{
-	if (n->size_known && n->size != size)
-		n->size_moved = 1;
-	n->size_known = 1;
-	n->size = size;
-}
-
-void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms)
-{
-	if (n->is_dir || d->is_dir || n->attr_ms > when_ms)
-		return;
-	node_set_size(n, d->size);
-	n->mtime_ms = d->mtime_ms;
-	copy_etag(n->etag, d->etag);
-	n->attr_ms = when_ms;
-}
-
-static void node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms)
-{
-	node_set_size(n, o->size);
-	n->mtime_ms = o->mtime_ms;
-	copy_etag(n->etag, o->etag);
-	n->attr_ms = when_ms;
-}
-
 /* ---------- lookup ---------- */
 
-/* Ask S3 what name_path (relative to the mount root) is: 1 directory, 0 file
- * (with *obj filled), or -errno (-ENOENT: neither). */
+/* Ask S3 what path (relative to the mount root) is: 1 directory, 0 file
+ * (with *obj filled), or -errno (-ENOENT: neither; -ENAMETOOLONG: its key
+ * would be longer than any key can be). */
 static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct s3_object *obj)
 {
 	struct s3_list_page page;
-	size_t klen;
-	char *key = file_key(fs, path, path_len, &klen);
-	char *dirp;
+	size_t klen, dlen;
+	char *key, *dirp = NULL;
 	int r;
 
-	if (!key)
-		return -ENOMEM;
-	dirp = malloc(klen + 2);
-	if (!dirp) {
-		free(key);
-		return -ENOMEM;
-	}
-	memcpy(dirp, key, klen);
-	dirp[klen] = '/';
-	dirp[klen + 1] = '\0';
+	r = fs_path_key(fs, path, path_len, 0, &key, &klen);
+	if (r < 0)
+		return r;
+	r = fs_path_key(fs, path, path_len, FS_KEY_DIR, &dirp, &dlen);
+	if (r == -ENAMETOOLONG)
+		goto head;          /* a key of the longest length: no key lies below it */
+	if (r < 0)
+		goto out;
 
 	/* With subtree listings on, ask for a whole page (not max-keys=1): the
 	 * same one request, and when N holds at most 1000 keys it is N's complete
@@ -290,20 +164,23 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct 
 	memset(&page, 0, sizeof(page));
 	r = s3_list(fs->s3, dirp, NULL, NULL, fs->subtree_max_keys ? 0 : 1, &page);
 	FS_STAT_INC(fs, list_pages);
-	if (r >= 0) {
+	if (r < 0)
+		goto out;
+	{
 		int is_dir = page.n_objects > 0 || page.n_prefixes > 0;
 
 		if (is_dir && fs->subtree_max_keys)
-			fs_subtree_from_page(fs, path, path_len, dirp, klen + 1, &page);
+			fs_subtree_from_page(fs, path, path_len, dirp, dlen, &page);
 		s3_list_page_cleanup(&page);
 		if (is_dir) {
 			r = 1;
 			goto out;
 		}
-		memset(obj, 0, sizeof(*obj));
-		FS_STAT_INC(fs, heads);
-		r = s3_head(fs->s3, key, klen, obj);
 	}
+head:
+	memset(obj, 0, sizeof(*obj));
+	FS_STAT_INC(fs, heads);
+	r = s3_head(fs->s3, key, klen, obj);
 out:
 	free(dirp);
 	free(key);
@@ -333,12 +210,12 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->lock);
 		return p ? -ENOTDIR : -ESTALE;
 	}
-	path = fs_child_path(p, name, nlen, &plen);
-	if (!path) {
+	r = fs_path_join(p->path, p->path_len, name, nlen, &path, &plen);
+	if (r < 0) {
 		pthread_mutex_unlock(&fs->lock);
-		return -ENOMEM;
+		return r;
 	}
-	pl = fs_lcache_get(&fs->lcache, p->path, p->path_len, now, fs->opts.metadata_ttl_ms);
+	pl = fs_listing_cached(fs, p->path, p->path_len, now);
 	if (pl) {
 		long i = fs_listing_find(pl, name, nlen);
 
@@ -384,7 +261,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		n = fs_inodes_get_path(&fs->inodes, path, plen, r == 1);
 		if (n) {
 			if (r == 0)
-				node_set_from_object(n, &obj, now);
+				fs_node_set_from_object(n, &obj, now);
 			n->nlookup++;
 			fs_fill_entry(fs, n, e);
 			r = 0;
@@ -410,7 +287,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (r == -ENOENT && fs->opts.negative_ttl_ms > 0) {
 		/* ino 0: the kernel caches the miss for entry_timeout. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = ttl_s(fs->opts.negative_ttl_ms);
+		e.entry_timeout = fs_ttl_s(fs->opts.negative_ttl_ms);
 		fuse_reply_entry(req, &e);
 	} else {
 		fuse_reply_err(req, -r);
@@ -466,12 +343,12 @@ static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *e
 		pthread_mutex_unlock(&fs->lock);
 		return -ESTALE;
 	}
-	if (n->is_dir || attrs_fresh(fs, n, now))
+	if (n->is_dir || fs_attrs_fresh(fs, n, now))
 		goto fill;
-	key = file_key(fs, n->path, n->path_len, &klen);
+	r = fs_path_key(fs, n->path, n->path_len, 0, &key, &klen);
 	pthread_mutex_unlock(&fs->lock);
-	if (!key)
-		return -ENOMEM;
+	if (r < 0)
+		return r;
 
 	memset(&obj, 0, sizeof(obj));
 	FS_STAT_INC(fs, heads);
@@ -486,18 +363,18 @@ static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *e
 			s3_object_cleanup(&obj);
 		return r < 0 ? r : -ESTALE;
 	}
-	node_set_from_object(n, &obj, now);
+	fs_node_set_from_object(n, &obj, now);
 	s3_object_cleanup(&obj);
 fill:
 	if (st)
 		fs_fill_stat(fs, n, st);
 	if (etag)
-		copy_etag(etag, n->etag);
+		fs_copy_etag(etag, n->etag);
 	if (size)
 		*size = n->size;
 	if (keep_cache) {
 		*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0;
-		copy_etag(n->open_etag, n->etag);
+		fs_copy_etag(n->open_etag, n->etag);
 	}
 	r = n->is_dir ? 1 : 0;
 	pthread_mutex_unlock(&fs->lock);
@@ -516,7 +393,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_attr(req, &st, ttl_s(fs->opts.metadata_ttl_ms));
+		fuse_reply_attr(req, &st, fs_ttl_s(fs->opts.metadata_ttl_ms));
 }
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
@@ -611,13 +488,11 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, ino);
-	key = n ? file_key(fs, n->path, n->path_len, &klen) : NULL;
+	r = n ? fs_path_key(fs, n->path, n->path_len, 0, &key, &klen) : -ESTALE;
 	moved = n && n->size_moved;
 	pthread_mutex_unlock(&fs->lock);
-	if (!n)
-		return -ESTALE;
-	if (!key)
-		return -ENOMEM;
+	if (r < 0)
+		return r;
 
 	f = calloc(1, sizeof(*f));
 	if (f)
@@ -962,47 +837,48 @@ static long subtree_max_keys(const struct fs_options *opts)
 	return v;
 }
 
-struct fs *fs_new(const struct fs_options *opts, struct s3_client *s3,
-		  const struct rd_config *rd)
+int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_config *rd,
+	   struct fs **out)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 	struct fs_node *root;
+	int r = -ENOMEM;
 
 	if (!fs)
-		return NULL;
+		return -ENOMEM;
+	/* First what fs_destroy relies on, so that every failure below can
+	 * unwind through it whatever is still unset. */
+	pthread_mutex_init(&fs->lock, NULL);
+	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
 	fs->neg = calloc(1, sizeof(*fs->neg));
-	if (!fs->prefix || !fs->neg || fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES) < 0) {
-		fs_lcache_cleanup(&fs->lcache);
-		free(fs->prefix);
-		free(fs->neg);
-		free(fs);
-		return NULL;
-	}
-	if (fs_inodes_init(&fs->inodes) < 0) {
-		fs_lcache_cleanup(&fs->lcache);
-		free(fs->prefix);
-		free(fs->neg);
-		free(fs);
-		return NULL;
-	}
+	if (!fs->prefix || !fs->neg)
+		goto fail;
+	r = fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES);
+	if (r < 0)
+		goto fail;
+	r = fs_inodes_init(&fs->inodes);
+	if (r < 0)
+		goto fail;
 	fs->subtree_max_keys = subtree_max_keys(opts);
-	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->prefix_len = strlen(fs->prefix);
 	fs->opts.prefix = fs->prefix;
 	fs->s3 = s3;
 	fs->rd = *rd;
 	fs_stats_init(fs);
 	fs->mount_wall_ms = util_wall_ms();
-	pthread_mutex_init(&fs->lock, NULL);
 	root = fs_inodes_add(&fs->inodes, "", 0, 1);
 	if (!root) {
-		fs_destroy(fs);
-		return NULL;
+		r = -ENOMEM;
+		goto fail;
 	}
 	root->nlookup = 1;
-	return fs;
+	*out = fs;
+	return 0;
+fail:
+	fs_destroy(fs);
+	return r;
 }
 
 void fs_destroy(struct fs *fs)
@@ -1011,7 +887,8 @@ void fs_destroy(struct fs *fs)
 		return;
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
-	neg_clear(fs->neg);
+	if (fs->neg)
+		neg_clear(fs->neg);
 	free(fs->neg);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->prefix);

@@ -1,6 +1,6 @@
 /*
- * fs_i — private to src/fs/: the filesystem state shared by fs.c (entries,
- * attributes, files, the ops table) and dir.c (directory handles, readdir).
+ * fs_i — private to src/fs/: the filesystem state (struct fs) and what each
+ * file of the module offers the others (the list at the end).
  */
 #ifndef FEEDFS_FS_I_H
 #define FEEDFS_FS_I_H
@@ -15,6 +15,7 @@
 #include "inode_i.h"
 
 struct s3_list_page;
+struct s3_object;
 
 struct fs_neg;                      /* negative-lookup cache (fs.c) */
 
@@ -32,7 +33,7 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 enum { FS_HIST_READ, FS_HIST_WAIT, FS_HIST_N };
 
 /*
- * Subtree listing (dir.c): the default cap on the keys one flat listing may
+ * Subtree listing (listing.c): the default cap on the keys one flat listing may
  * read before the directory is declared too big and listed with a delimiter.
  * 100,000 keys = 100 pages: the most an oversized directory wastes (once per
  * FS_BIG_TTL_FACTOR x TTL), ~1-3 s on S3 at 10-30 ms a page, and ~15 MB of
@@ -95,23 +96,49 @@ void fs_stats_init(struct fs *fs);
 #define FS_STAT_INC(fs, field) __atomic_add_fetch(&(fs)->stats.field, 1, __ATOMIC_RELAXED)
 #define FS_STAT_ADD(fs, field, n) __atomic_add_fetch(&(fs)->stats.field, (n), __ATOMIC_RELAXED)
 
-/* order.c: a file was opened; when the opens of its directory follow the
- * listing order, want the next files from fs->opts.ahead. Takes fs->lock. */
-void fs_order_opened(struct fs *fs, fuse_ino_t ino);
+/* st_blksize and statfs's f_bsize: stdio and Python buffer this much. */
+#define FS_BLKSIZE (1u << 20)
 
-/* fs.c, for dir.c (caller holds fs->lock where noted) */
-/* "path/name" or "name" under the root; malloc'd, *len set. NULL: -ENOMEM. */
-char *fs_child_path(const struct fs_node *parent, const char *name, size_t name_len,
-		    size_t *len);
-/* S3 prefix listing a directory node: fs prefix + path + "/" (root: fs prefix). */
-char *fs_dir_prefix(const struct fs *fs, const struct fs_node *dir, size_t *len);
-/* Fill a FUSE entry for a node (lock held). */
+static inline double fs_ttl_s(int64_t ms)
+{
+	return (double)ms / 1000.0;
+}
+
+/*
+ * The files of src/fs/ and what each offers; the graph has no cycle:
+ *   fs.c (ops that reply, the ops table) -> dir.c (directory handles)
+ *   fs.c, dir.c -> listing.c (listing service) -> node.c (node view)
+ *   all of them -> names.c (pure rules, names_i.h), inode.c (node table)
+ * fs.c offers nothing to the others.
+ */
+
+/* ---- node.c: a node's keys, attributes and FUSE view (fs->lock held, except
+ * fs_path_key) ---- */
+/* The object key of mount-relative path under the mount prefix (flags: 0 or
+ * FS_KEY_DIR for the prefix that lists it); fs_key's returns. */
+int fs_path_key(const struct fs *fs, const char *path, size_t len, unsigned flags,
+		char **key, size_t *key_len);
+/* A file node's attributes were learnt within the metadata TTL. */
+int fs_attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms);
+void fs_copy_etag(char *dst, const char *src);
+/* Fill a FUSE entry / stat for a node. */
 void fs_fill_entry(const struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e);
 void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st);
-/* Copy a listed file's attributes to the node unless it knows newer ones (lock held). */
+/* Copy a listed file's attributes to the node unless it knows newer ones. */
 void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms);
+/* Attributes from a HEAD (always newer than any listing's). */
+void fs_node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms);
 
-/* dir.c */
+/* ---- listing.c: subtree listings and the listing cache ---- */
+/* A fresh complete listing of directory path, borrowed (fs->lock held). */
+struct fs_listing *fs_listing_cached(struct fs *fs, const char *path, size_t len,
+				     int64_t now_ms);
+/* Cache l as path's listing unless a newer one is cached (fs->lock held).
+ * 0 (also when skipped) or -ENOMEM. */
+int fs_listing_install(struct fs *fs, const char *path, size_t len, struct fs_listing *l,
+		       int64_t now_ms);
+/* One log line for the keys a listing of prefix hid (none: nothing). */
+void fs_listing_log_hidden(const char *prefix, uint64_t hidden);
 /* List directory `path` (prefix: what to list) and everything below it with
  * one flat listing, up to fs->subtree_max_keys keys; install every listing
  * in fs->lcache. 1 installed, 0 too big (marked; list it with a delimiter),
@@ -122,6 +149,12 @@ int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char
  * the page is the whole subtree (not truncated). No lock held. */
 void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
 			  const char *prefix, size_t prefix_len, const struct s3_list_page *pg);
+
+/* ---- order.c: a file was opened; when the opens of its directory follow the
+ * listing order, want the next files from fs->opts.ahead. Takes fs->lock. ---- */
+void fs_order_opened(struct fs *fs, fuse_ino_t ino);
+
+/* ---- dir.c: directory handles, for fs.c's ops table ---- */
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi);

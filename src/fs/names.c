@@ -16,6 +16,8 @@
  */
 #include "names_i.h"
 
+#include "feedfs/fs.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +67,99 @@ enum fs_item_kind fs_item_classify(const char *dir_prefix, size_t dir_prefix_len
 	*name = rest;
 	*name_len = seg_len;
 	return is_dir ? FS_ITEM_DIR : FS_ITEM_FILE;
+}
+
+/* a + b + c as one malloc'd NUL-terminated string of at most FS_KEY_MAX bytes. */
+static int concat3(const char *a, size_t al, const char *b, size_t bl, const char *c,
+		   size_t cl, char **out, size_t *out_len)
+{
+	size_t n;
+	char *p;
+
+	if (memchr(a, '\0', al) || memchr(b, '\0', bl) || memchr(c, '\0', cl))
+		return -EINVAL;
+	/* Each part alone is checked first, so the sum cannot wrap. */
+	if (al > FS_KEY_MAX || bl > FS_KEY_MAX || cl > FS_KEY_MAX)
+		return -ENAMETOOLONG;
+	n = al + bl + cl;
+	if (n > FS_KEY_MAX)
+		return -ENAMETOOLONG;
+	p = malloc(n + 1);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, a, al);
+	memcpy(p + al, b, bl);
+	memcpy(p + al + bl, c, cl);
+	p[n] = '\0';
+	*out = p;
+	*out_len = n;
+	return 0;
+}
+
+int fs_key(const char *prefix, size_t prefix_len, const char *path, size_t path_len,
+	   unsigned flags, char **key, size_t *key_len)
+{
+	/* The root's directory form is the prefix itself: "X/" never "X//". */
+	int slash = (flags & FS_KEY_DIR) && path_len > 0;
+
+	return concat3(prefix, prefix_len, path, path_len, "/", slash ? 1 : 0, key, key_len);
+}
+
+int fs_key_path(const char *prefix, size_t prefix_len, const char *key, size_t key_len,
+		unsigned flags, const char **path, size_t *path_len)
+{
+	size_t n;
+
+	if (key_len < prefix_len || memcmp(key, prefix, prefix_len) != 0)
+		return -EINVAL;
+	n = key_len - prefix_len;
+	if ((flags & FS_KEY_DIR) && n > 0) {
+		if (key[key_len - 1] != '/' || n == 1)
+			return -EINVAL;
+		n--;
+	}
+	*path = key + prefix_len;
+	*path_len = n;
+	return 0;
+}
+
+int fs_key_for_path(const char *prefix, size_t prefix_len, const char *path, size_t path_len,
+		    char **key, size_t *key_len)
+{
+	size_t s = 0;
+
+	if (path_len == 0)
+		return -EINVAL;
+	for (size_t i = 0; i <= path_len; i++) {
+		if (i < path_len && path[i] != '/')
+			continue;
+		switch (fs_name_check(path + s, i - s)) {
+		case FS_NAME_OK:
+			break;
+		case FS_NAME_TOO_LONG:
+			return -ENAMETOOLONG;
+		default:
+			return -EINVAL;
+		}
+		s = i + 1;
+	}
+	return fs_key(prefix, prefix_len, path, path_len, 0, key, key_len);
+}
+
+int fs_path_join(const char *dir, size_t dir_len, const char *name, size_t name_len,
+		 char **path, size_t *path_len)
+{
+	switch (fs_name_check(name, name_len)) {
+	case FS_NAME_OK:
+		break;
+	case FS_NAME_TOO_LONG:
+		return -ENAMETOOLONG;
+	default:
+		return -EINVAL;
+	}
+	if (memchr(name, '/', name_len))
+		return -EINVAL;
+	return concat3(dir, dir_len, "/", dir_len ? 1 : 0, name, name_len, path, path_len);
 }
 
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed)

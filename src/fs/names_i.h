@@ -42,6 +42,33 @@ enum fs_item_kind fs_item_classify(const char *dir_prefix, size_t dir_prefix_len
 				   const char **name, size_t *name_len,
 				   enum fs_name_verdict *verdict);
 
+/*
+ * Paths and keys: the one place a mount-relative path becomes an object key.
+ * A path is what a node holds: segments joined by '/', no leading or trailing
+ * '/', "" for the root. The key of path P under mount prefix X ("" or ending
+ * in '/') is X P; the directory form (what lists P's children) is X P "/",
+ * and for the root X itself. Keys are at most FS_KEY_MAX bytes (S3's limit)
+ * and may hold any byte but NUL. Results are malloc'd and NUL-terminated.
+ */
+#define FS_KEY_MAX 1024
+#define FS_KEY_DIR 1u              /* flag: the directory form */
+
+/* The key of path (flags: 0 or FS_KEY_DIR). 0, -EINVAL (a NUL in prefix or
+ * path), -ENAMETOOLONG (over FS_KEY_MAX) or -ENOMEM. */
+int fs_key(const char *prefix, size_t prefix_len, const char *path, size_t path_len,
+	   unsigned flags, char **key, size_t *key_len);
+/* The reverse, without copying: *path points into key. 0, or -EINVAL when key
+ * is not of that form under prefix (another prefix, or FS_KEY_DIR and no
+ * trailing '/' on a non-root path). */
+int fs_key_path(const char *prefix, size_t prefix_len, const char *key, size_t key_len,
+		unsigned flags, const char **path, size_t *path_len);
+/* Child path: "dir/name", or "name" under the root (dir ""). name must be a
+ * POSIX name (fs_name_check): -EINVAL if not, -ENAMETOOLONG if over
+ * FS_NAME_MAX or if the path is longer than any key could be (FS_KEY_MAX);
+ * -EINVAL for a NUL in dir; -ENOMEM. */
+int fs_path_join(const char *dir, size_t dir_len, const char *name, size_t name_len,
+		 char **path, size_t *path_len);
+
 /* 64-bit hash of bytes (FNV-1a with a final avalanche mix). */
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed);
 

@@ -13,6 +13,7 @@
  * Only directories whose complete listing is cached take part (a loader lists
  * before it reads); the entries and their ETags come from that listing.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,7 @@ void fs_order_opened(struct fs *fs, fuse_ino_t ino)
 		dlen = slash ? (size_t)(slash - n->path) : 0;
 		name = slash ? slash + 1 : n->path;
 		nlen = n->path_len - (size_t)(name - n->path);
-		l = fs_lcache_get(&fs->lcache, n->path, dlen, util_now_ms(), fs->opts.metadata_ttl_ms);
+		l = fs_listing_cached(fs, n->path, dlen, util_now_ms());
 		if (!l)
 			goto out;
 		idx = fs_listing_find(l, name, nlen);
@@ -102,21 +103,21 @@ void fs_order_opened(struct fs *fs, fuse_ino_t ino)
 		for (long j = from; j < to && nw < FS_ORDER_AHEAD; j++) {
 			const struct fs_dirent *e = &l->ents[j];
 			struct fs_order_want *x = &w[nw];
-			size_t kl;
+			char *path;
+			size_t pl;
+			int r;
 
 			if (e->is_dir || e->size == 0 || e->size > max_size || !e->etag[0])
 				continue;
-			kl = fs->prefix_len + dlen + (dlen ? 1 : 0) + e->name_len;
-			x->key = malloc(kl + 1);
-			if (!x->key)
+			r = fs_path_join(n->path, dlen, e->name, e->name_len, &path, &pl);
+			if (r == 0) {
+				r = fs_path_key(fs, path, pl, 0, &x->key, &x->key_len);
+				free(path);
+			}
+			if (r == -ENOMEM)
 				break;
-			memcpy(x->key, fs->prefix, fs->prefix_len);
-			memcpy(x->key + fs->prefix_len, n->path, dlen);
-			if (dlen)
-				x->key[fs->prefix_len + dlen] = '/';
-			memcpy(x->key + kl - e->name_len, e->name, e->name_len);
-			x->key[kl] = '\0';
-			x->key_len = kl;
+			if (r < 0)
+				continue;       /* a key no store can hold: nothing to want */
 			snprintf(x->etag, sizeof(x->etag), "%s", e->etag);
 			x->size = e->size;
 			x->idx = j;

@@ -3,13 +3,71 @@
  * listing items and the per-directory listing. Input: byte 0 splits the rest
  * into a directory prefix and an item. A FILE or DIR verdict must give a name
  * that is a safe path component: not empty, not "." or "..", no '/' or NUL, at
- * most 255 bytes, and inside the item.
+ * most 255 bytes, and inside the item. Bit 0x40 of byte 0 also round-trips
+ * the item as prefix + path through the key builders (key_round_trip).
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../src/fs/names_i.h"
+
+/*
+ * Path <-> key: the item split at plen into a mount prefix and a path. A key
+ * that builds must name the same path again (fs_key_path), hold no NUL, fit
+ * FS_KEY_MAX and be exactly prefix + path (+ '/'); and a child path built by
+ * fs_path_join from the path's last segment must have, as a file key, the
+ * parent's directory-form key followed by the name.
+ */
+static void key_round_trip(const char *item, size_t plen, size_t ilen, unsigned flags)
+{
+	const char *path = item + plen, *back, *slash;
+	size_t len = ilen - plen, kl, bl;
+	char *key;
+	int r = fs_key(item, plen, path, len, flags, &key, &kl);
+
+	if (r == -EINVAL && !memchr(item, '\0', ilen))
+		abort();
+	if (r == -ENAMETOOLONG && ilen + ((flags & FS_KEY_DIR) && len) <= FS_KEY_MAX)
+		abort();
+	if (r < 0)
+		return;
+	if (kl > FS_KEY_MAX || strlen(key) != kl || memcmp(key, item, ilen) != 0 ||
+	    kl != ilen + ((flags & FS_KEY_DIR) && len))
+		abort();
+	if (fs_key_path(item, plen, key, kl, flags, &back, &bl) != 0 || bl != len ||
+	    memcmp(back, path, len) != 0)
+		abort();
+	free(key);
+
+	slash = memrchr(path, '/', len);
+	{
+		const char *name = slash ? slash + 1 : path;
+		size_t dl = slash ? (size_t)(slash - path) : 0, nl = len - (size_t)(name - path);
+		char *child, *dkey, *fkey;
+		size_t cl, dkl, fkl;
+
+		/* "/c" is no path (a leading '/'): its "directory" would be the
+		 * root, whose child is "c". */
+		if (slash == path)
+			return;
+		if (fs_path_join(path, dl, name, nl, &child, &cl) != 0)
+			return;
+		if (cl != len || memcmp(child, path, len) != 0)
+			abort();
+		if (fs_key(item, plen, child, cl, 0, &fkey, &fkl) != 0)
+			abort();        /* it built above */
+		if (fs_key(item, plen, path, dl, FS_KEY_DIR, &dkey, &dkl) == 0) {
+			if (fkl != dkl + nl || memcmp(fkey, dkey, dkl) != 0 ||
+			    memcmp(fkey + dkl, name, nl) != 0)
+				abort();
+			free(dkey);
+		}
+		free(fkey);
+		free(child);
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -85,6 +143,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fs_tree_cleanup(&t);
 		}
 	}
+	if (data[0] & 0x40)
+		key_round_trip(item, plen, ilen, data[0] & 1 ? FS_KEY_DIR : 0);
 	(void)fs_hash64(item, ilen, 7);
 	free(copy);
 	return 0;

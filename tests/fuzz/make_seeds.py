@@ -71,6 +71,26 @@ for i, k in enumerate([b"a/b/c.txt", b"dir/", b"../../etc/passwd", b"/abs/key", 
     put("fuzz_names", "t%d" % i, bytes([0x80]) + k + b"\n" + k + b"/x\nq/../r\n")
 put("fuzz_names", "prefix", bytes([4]) + b"dir/sub/file")
 
+
+def key_seed(name, prefix, path, dir_form=0):
+    """Byte 0 = 0x40 (key round trip) | dir_form, chosen so that byte 0 % size ==
+    len(prefix): the item splits into that prefix and path."""
+    size = 1 + len(prefix) + len(path)
+    for b in range(0x40, 0x80):
+        if b % size == len(prefix) and (b & 1) == dir_form:
+            put("fuzz_names", name, bytes([b]) + prefix + path)
+            return
+    raise ValueError(name)
+
+
+key_seed("key_plain", b"pre/", b"a/b.txt")
+key_seed("key_dir", b"pre/", b"ab/c", 1)
+key_seed("key_root", b"p/", b"", 1)
+key_seed("key_utf8", b"\xe6\x95\xb0/", b"\xe5\x9b\xbe/x y.jpg")
+key_seed("key_nul", b"p/", b"a\x00b/c")
+key_seed("key_leading_slash", b"premba/", b"/c", 1)   # found by fuzzing
+key_seed("key_1024", b"x" * 63 + b"/", b"/".join([b"s" * 200] * 4) + b"/" + b"l" * 156)
+
 for i, (sel, s) in enumerate([(0, b"8M"), (0, b"512KiB"), (0, b"1G"), (0, b"18446744073709551615K"),
                               (1, b"2.5"), (1, b"-1"), (1, b"1e308"), (2, b"0777"), (0x82, b"0777"),
                               (2, b"4294967296"), (3, b"a b/c%+\x00\xff"), (0x83, b"k/../x"),

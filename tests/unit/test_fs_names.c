@@ -2,14 +2,22 @@
  * test_fs_names — key -> name rules, listing merge (dedup, shadowing, stable
  * indexes), subtree listings (many directories from one flat key list, checked
  * against the delimited listing of each), the listing cache (TTL, memory bound,
- * "too big" marks) and the inode table (stable numbers, nlookup/forget).
+ * "too big" marks), the path <-> key builders, the inode table (stable
+ * numbers, nlookup/forget), and over a real struct fs without FUSE or S3:
+ * node attributes and stat/entry fill, the listing install rule and a
+ * lookup's page turned into a subtree (node.c, listing.c).
  */
+#include "../../src/fs/fs_i.h"      /* first: it sets FUSE_USE_VERSION */
 #include "harness.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "../../src/fs/inode_i.h"
 #include "../../src/fs/names_i.h"
+#include "feedfs/fs.h"
+#include "feedfs/s3.h"
+#include "feedfs/util.h"
 
 static char long_seg[300];
 
@@ -111,6 +119,245 @@ static void t_classify(void)
 		CHECK_EQ_INT(fs_item_classify("", 0, key, 257, 1, &name, &nl, &why), FS_ITEM_HIDDEN);
 		CHECK_EQ_INT(why, FS_NAME_TOO_LONG);
 		CHECK_EQ_INT(fs_item_classify("", 0, key, 255, 0, &name, &nl, &why), FS_ITEM_FILE);
+	}
+}
+
+/* Bytes of a case: a literal (len 0: strlen) or `rep` copies of 'a' (rep > 0). */
+struct bytes {
+	const char *s;
+	size_t len;
+	size_t rep;
+};
+
+static char *bytes_make(const struct bytes *b, size_t *len)
+{
+	size_t n = b->rep ? b->rep : b->len ? b->len : strlen(b->s);
+	char *p = malloc(n + 1);
+
+	if (b->rep)
+		memset(p, 'a', n);
+	else
+		memcpy(p, b->s, n);
+	p[n] = '\0';
+	*len = n;
+	return p;
+}
+
+#define LIT(x) { x, 0, 0 }
+#define RAW(x, n) { x, n, 0 }
+#define REP(n) { "", 0, n }
+
+static void t_key(void)
+{
+	static const struct {
+		struct bytes prefix, path;
+		unsigned flags;
+		int want;              /* 0 or -errno */
+		const char *key;       /* want == 0; NULL: check the length only */
+		size_t key_len;
+	} cases[] = {
+		{ LIT(""), LIT(""), 0, 0, "", 0 },
+		{ LIT(""), LIT(""), FS_KEY_DIR, 0, "", 0 },             /* root of a bucket */
+		{ LIT("p/"), LIT(""), FS_KEY_DIR, 0, "p/", 2 },         /* root: never "p//" */
+		{ LIT(""), LIT("a.txt"), 0, 0, "a.txt", 5 },
+		{ LIT(""), LIT("d/e"), FS_KEY_DIR, 0, "d/e/", 4 },
+		{ LIT("p/q/"), LIT("d/f.bin"), 0, 0, "p/q/d/f.bin", 11 },
+		{ LIT("p/q/"), LIT("d"), FS_KEY_DIR, 0, "p/q/d/", 6 },
+		{ LIT("数据/"), LIT("图片 01.jpg"), 0, 0, "数据/图片 01.jpg", 20 },
+		{ LIT("p/"), LIT("sp ace/tab\tx%25"), 0, 0, "p/sp ace/tab\tx%25", 17 },
+		/* 1024 bytes is the most; one more is too long. */
+		{ REP(24), REP(1000), 0, 0, NULL, 1024 },
+		{ REP(24), REP(1001), 0, -ENAMETOOLONG, NULL, 0 },
+		{ REP(24), REP(999), FS_KEY_DIR, 0, NULL, 1024 },
+		{ REP(24), REP(1000), FS_KEY_DIR, -ENAMETOOLONG, NULL, 0 },
+		{ REP(1025), LIT(""), 0, -ENAMETOOLONG, NULL, 0 },
+		{ LIT(""), REP(5000), 0, -ENAMETOOLONG, NULL, 0 },
+		/* NUL is the one byte a key cannot hold. */
+		{ LIT("p/"), RAW("a\0b", 3), 0, -EINVAL, NULL, 0 },
+		{ RAW("p\0/", 3), LIT("a"), 0, -EINVAL, NULL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t pl, l, kl = 7777;
+		char *pre = bytes_make(&cases[i].prefix, &pl);
+		char *path = bytes_make(&cases[i].path, &l);
+		char *key = NULL;
+		int r = fs_key(pre, pl, path, l, cases[i].flags, &key, &kl);
+
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu: got %d want %d", i, r,
+				     cases[i].want);
+		if (r == 0 && cases[i].want == 0) {
+			const char *back = NULL;
+			size_t bl = 0;
+
+			CHECK_EQ_INT(kl, cases[i].key_len);
+			CHECK_EQ_INT(strlen(key), kl);       /* NUL-terminated, no NUL inside */
+			if (cases[i].key && (kl != cases[i].key_len ||
+					     memcmp(key, cases[i].key, kl) != 0))
+				harness_fail(__FILE__, __LINE__, "case %zu: key '%s' want '%s'", i,
+					     key, cases[i].key);
+			/* And back: the key names the same path. */
+			CHECK_EQ_INT(fs_key_path(pre, pl, key, kl, cases[i].flags, &back, &bl), 0);
+			CHECK_EQ_INT(bl, l);
+			CHECK(bl == l && memcmp(back, path, l) == 0);
+		}
+		if (r < 0)
+			CHECK(key == NULL && kl == 7777);     /* outputs untouched on failure */
+		free(key);
+		free(pre);
+		free(path);
+	}
+}
+
+static void t_key_path(void)
+{
+	static const struct {
+		const char *prefix, *key;
+		unsigned flags;
+		int want;
+		const char *path;
+	} cases[] = {
+		{ "", "a/b", 0, 0, "a/b" },
+		{ "p/", "p/a", 0, 0, "a" },
+		{ "p/", "p/", 0, 0, "" },
+		{ "p/", "p/", FS_KEY_DIR, 0, "" },
+		{ "p/", "p/d/", FS_KEY_DIR, 0, "d" },
+		{ "p/", "p/d", FS_KEY_DIR, -EINVAL, NULL },          /* not a directory form */
+		{ "p/", "p//", FS_KEY_DIR, -EINVAL, NULL },          /* "p//" is not "p/" */
+		{ "p/", "q/a", 0, -EINVAL, NULL },                   /* another prefix */
+		{ "p/", "p", 0, -EINVAL, NULL },                     /* shorter than it */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *path = NULL;
+		size_t l = 0;
+		int r = fs_key_path(cases[i].prefix, strlen(cases[i].prefix), cases[i].key,
+				    strlen(cases[i].key), cases[i].flags, &path, &l);
+
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu: got %d want %d", i, r,
+				     cases[i].want);
+		if (r == 0 && cases[i].path && (l != strlen(cases[i].path) ||
+						memcmp(path, cases[i].path, l) != 0))
+			harness_fail(__FILE__, __LINE__, "case %zu: path '%.*s' want '%s'", i,
+				     (int)l, path, cases[i].path);
+	}
+}
+
+static void t_path_join(void)
+{
+	static const struct {
+		struct bytes dir, name;
+		int want;
+		const char *path;      /* NULL: check the length only */
+		size_t path_len;
+	} cases[] = {
+		{ LIT(""), LIT("a"), 0, "a", 1 },
+		{ LIT("d"), LIT("a.txt"), 0, "d/a.txt", 7 },
+		{ LIT("d/e"), LIT("f"), 0, "d/e/f", 5 },
+		{ LIT("数据"), LIT("图片"), 0, "数据/图片", 13 },
+		{ LIT("x"), LIT("..."), 0, "x/...", 5 },
+		{ LIT(""), REP(255), 0, NULL, 255 },                 /* the longest name */
+		{ REP(300), REP(255), 0, NULL, 556 },
+		{ LIT(""), REP(256), -ENAMETOOLONG, NULL, 0 },
+		{ REP(768), REP(255), 0, NULL, 1024 },               /* as long as any key */
+		{ REP(769), REP(255), -ENAMETOOLONG, NULL, 0 },
+		{ LIT("d"), LIT(""), -EINVAL, NULL, 0 },
+		{ LIT("d"), LIT("."), -EINVAL, NULL, 0 },
+		{ LIT("d"), LIT(".."), -EINVAL, NULL, 0 },
+		{ LIT("d"), LIT("a/b"), -EINVAL, NULL, 0 },          /* one segment only */
+		{ LIT("d"), RAW("a\0b", 3), -EINVAL, NULL, 0 },
+		{ RAW("d\0e", 3), LIT("a"), -EINVAL, NULL, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t dl, nl, pl = 7777;
+		char *dir = bytes_make(&cases[i].dir, &dl);
+		char *name = bytes_make(&cases[i].name, &nl);
+		char *path = NULL;
+		int r = fs_path_join(dir, dl, name, nl, &path, &pl);
+
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu: got %d want %d", i, r,
+				     cases[i].want);
+		if (r == 0 && cases[i].want == 0) {
+			CHECK_EQ_INT(pl, cases[i].path_len);
+			CHECK_EQ_INT(strlen(path), pl);
+			if (cases[i].path && (pl != cases[i].path_len ||
+					      memcmp(path, cases[i].path, pl) != 0))
+				harness_fail(__FILE__, __LINE__, "case %zu: path '%s' want '%s'", i,
+					     path, cases[i].path);
+			/* The name is the last segment, the directory what precedes it. */
+			CHECK(pl >= nl && memcmp(path + pl - nl, name, nl) == 0);
+			CHECK(memcmp(path, dir, dl) == 0);
+		}
+		if (r < 0)
+			CHECK(path == NULL && pl == 7777);
+		free(path);
+		free(dir);
+		free(name);
+	}
+}
+
+/* The public form: what `feedfs warm` hands in is a path the mount showed. */
+static void t_key_for_path(void)
+{
+	static const struct {
+		const char *path;
+		size_t len;            /* 0: strlen */
+		int want;
+		const char *key;
+	} cases[] = {
+		{ "a.jpg", 0, 0, "pre/a.jpg" },
+		{ "d/e/f.jpg", 0, 0, "pre/d/e/f.jpg" },
+		{ "数据/图片 01.jpg", 0, 0, "pre/数据/图片 01.jpg" },
+		{ "", 0, -EINVAL, NULL },
+		{ "/a", 0, -EINVAL, NULL },
+		{ "a/", 0, -EINVAL, NULL },
+		{ "a//b", 0, -EINVAL, NULL },
+		{ "a/./b", 0, -EINVAL, NULL },
+		{ "../b", 0, -EINVAL, NULL },
+		{ "a/..", 0, -EINVAL, NULL },
+		{ "a\0b", 3, -EINVAL, NULL },
+	};
+	char seg[300];
+	char *key = NULL;
+	size_t kl = 0;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len = cases[i].len ? cases[i].len : strlen(cases[i].path);
+		int r;
+
+		key = NULL;
+		r = fs_key_for_path("pre/", 4, cases[i].path, len, &key, &kl);
+		if (r != cases[i].want)
+			harness_fail(__FILE__, __LINE__, "case %zu (%s): got %d want %d", i,
+				     cases[i].path, r, cases[i].want);
+		if (r == 0 && cases[i].key)
+			CHECK_STR(key, cases[i].key);
+		if (r == 0)
+			CHECK_EQ_INT(kl, strlen(cases[i].key));
+		free(key);
+	}
+	/* 255-byte segments are names; 256 are not. */
+	memset(seg, 'n', sizeof(seg));
+	memcpy(seg, "d/", 2);
+	CHECK_EQ_INT(fs_key_for_path("", 0, seg, 2 + 255, &key, &kl), 0);
+	CHECK_EQ_INT(kl, 257);
+	free(key);
+	CHECK_EQ_INT(fs_key_for_path("", 0, seg, 2 + 256, &key, &kl), -ENAMETOOLONG);
+	/* Valid segments, but a key over 1024 bytes. */
+	{
+		char p[1100];
+
+		memset(p, 'x', sizeof(p));
+		for (size_t i = 200; i < sizeof(p); i += 201)
+			p[i] = '/';
+		CHECK_EQ_INT(fs_key_for_path("pre/", 4, p, 1020, &key, &kl), 0);
+		CHECK_EQ_INT(kl, 1024);
+		free(key);
+		CHECK_EQ_INT(fs_key_for_path("pre/", 4, p, 1021, &key, &kl), -ENAMETOOLONG);
 	}
 }
 
@@ -649,9 +896,199 @@ out:
 	fs_inodes_cleanup(&t);
 }
 
+/* ---------- node.c and listing.c over a real struct fs (no FUSE session, no S3) ---------- */
+
+static struct fs *fs_for_test(const char *prefix)
+{
+	struct fs_options o;
+	struct rd_config rd;
+	struct fs *fs = NULL;
+
+	memset(&o, 0, sizeof(o));
+	memset(&rd, 0, sizeof(rd));
+	o.prefix = prefix;
+	o.uid = 1234;
+	o.gid = 5678;
+	o.file_mode = 0444;
+	o.dir_mode = 0555;
+	o.metadata_ttl_ms = 1000;
+	CHECK_EQ_INT(fs_new(&o, NULL, &rd, &fs), 0);
+	return fs;
+}
+
+static void t_fs_new_keys(void)
+{
+	struct fs *fs = fs_for_test("data/");
+	struct fs_node *root;
+	char *k;
+	size_t kl;
+
+	if (!fs)
+		return;
+	root = fs_inodes_get(&fs->inodes, FS_ROOT_INO);
+	CHECK(root && root->is_dir && root->path_len == 0 && root->nlookup == 1);
+	CHECK_EQ_INT(fs_path_key(fs, "a/b.jpg", 7, 0, &k, &kl), 0);
+	CHECK_STR(k, "data/a/b.jpg");
+	CHECK_EQ_INT(kl, 12);
+	free(k);
+	CHECK_EQ_INT(fs_path_key(fs, "", 0, FS_KEY_DIR, &k, &kl), 0);
+	CHECK_STR(k, "data/");
+	free(k);
+	CHECK_EQ_INT(fs_path_key(fs, "a", 1, FS_KEY_DIR, &k, &kl), 0);
+	CHECK_STR(k, "data/a/");
+	free(k);
+	fs_destroy(fs);
+}
+
+static void t_node_attrs(void)
+{
+	struct fs *fs = fs_for_test("");
+	struct fs_dirent d = { .name = "f", .name_len = 1, .size = 10, .mtime_ms = 7500,
+			       .etag = "\"e1\"" };
+	struct s3_object o = { .size = 11, .mtime_ms = 9250, .etag = "\"e2\"" };
+	struct fuse_entry_param e;
+	struct fs_node *n, *dn;
+	struct stat st;
+
+	if (!fs)
+		return;
+	n = fs_inodes_get_path(&fs->inodes, "f", 1, 0);
+	dn = fs_inodes_get_path(&fs->inodes, "d", 1, 1);
+	CHECK(n && dn);
+	if (!n || !dn)
+		goto out;
+	/* A listing's view at 100. */
+	fs_node_set_from_dirent(n, &d, 100);
+	CHECK_EQ_INT(n->size, 10);
+	CHECK_EQ_INT(n->attr_ms, 100);
+	CHECK_STR(n->etag, "\"e1\"");
+	CHECK_EQ_INT(n->size_moved, 0);
+	CHECK(fs_attrs_fresh(fs, n, 1099));
+	CHECK(!fs_attrs_fresh(fs, n, 1100));
+	/* A HEAD at 200 with another size: taken, and the size has moved. */
+	fs_node_set_from_object(n, &o, 200);
+	CHECK_EQ_INT(n->size, 11);
+	CHECK_STR(n->etag, "\"e2\"");
+	CHECK_EQ_INT(n->size_moved, 1);
+	/* An older listing never undoes a newer HEAD. */
+	fs_node_set_from_dirent(n, &d, 150);
+	CHECK_EQ_INT(n->size, 11);
+	CHECK_EQ_INT(n->attr_ms, 200);
+	/* A directory has no attributes to learn. */
+	fs_node_set_from_dirent(dn, &d, 300);
+	CHECK_EQ_INT(dn->attr_ms, 0);
+
+	fs_fill_stat(fs, n, &st);
+	CHECK_EQ_INT(st.st_ino, n->ino);
+	CHECK_EQ_INT(st.st_mode, S_IFREG | 0444);
+	CHECK_EQ_INT(st.st_nlink, 1);
+	CHECK_EQ_INT(st.st_size, 11);
+	CHECK_EQ_INT(st.st_blocks, 1);
+	CHECK_EQ_INT(st.st_uid, 1234);
+	CHECK_EQ_INT(st.st_gid, 5678);
+	CHECK_EQ_INT(st.st_blksize, FS_BLKSIZE);
+	CHECK_EQ_INT(st.st_mtim.tv_sec, 9);
+	CHECK_EQ_INT(st.st_mtim.tv_nsec, 250000000);
+	fs_fill_entry(fs, dn, &e);
+	CHECK_EQ_INT(e.ino, dn->ino);
+	CHECK(e.attr_timeout == 1.0 && e.entry_timeout == 1.0);
+	CHECK_EQ_INT(e.attr.st_mode, S_IFDIR | 0555);
+	CHECK_EQ_INT(e.attr.st_nlink, 2);
+	CHECK_EQ_INT(e.attr.st_mtim.tv_sec, fs->mount_wall_ms / 1000);
+out:
+	fs_destroy(fs);
+}
+
+static void t_listing_install(void)
+{
+	struct fs *fs = fs_for_test("");
+	struct fs_listing *old_l = fs_listing_new(100), *new_l = fs_listing_new(200);
+
+	if (!fs || !old_l || !new_l)
+		goto out;
+	old_l->complete = new_l->complete = 1;
+	CHECK_EQ_INT(fs_listing_install(fs, "d", 1, new_l, 300), 0);
+	/* Older than the one cached: skipped, and that is not an error. */
+	CHECK_EQ_INT(fs_listing_install(fs, "d", 1, old_l, 300), 0);
+	CHECK(fs_listing_cached(fs, "d", 1, 300) == new_l);
+	CHECK_EQ_INT(fs_listing_install(fs, "e", 1, old_l, 300), 0);
+	CHECK_EQ_INT(fs_listing_install(fs, "e", 1, new_l, 300), 0);
+	CHECK(fs_listing_cached(fs, "e", 1, 300) == new_l);
+	/* Trusted for the metadata TTL from the listing's own time. */
+	CHECK(fs_listing_cached(fs, "e", 1, 1199) == new_l);
+	CHECK(fs_listing_cached(fs, "e", 1, 1200) == NULL);
+out:
+	fs_listing_put(old_l);
+	fs_listing_put(new_l);
+	fs_destroy(fs);
+}
+
+/* A lookup's one flat page of "data/d/": the whole subtree when not truncated. */
+static void t_subtree_from_page(void)
+{
+	static const char *keys[] = {
+		"data/d/a.txt", "data/d/s/b.txt", "data/d/s/", "data/x/not-ours", "data/d/../bad",
+	};
+	struct s3_object objs[5];
+	struct s3_list_page pg;
+	struct fs *fs = fs_for_test("data/");
+	struct fs_listing *l;
+	int64_t now;
+
+	if (!fs)
+		return;
+	fs->opts.metadata_ttl_ms = 3600 * 1000;
+	memset(objs, 0, sizeof(objs));
+	for (size_t i = 0; i < 5; i++) {
+		objs[i].key = (char *)keys[i];
+		objs[i].key_len = strlen(keys[i]);
+		objs[i].size = 100 + i;
+		snprintf(objs[i].etag, sizeof(objs[i].etag), "\"e%zu\"", i);
+	}
+	memset(&pg, 0, sizeof(pg));
+	pg.objects = objs;
+	pg.n_objects = 5;
+
+	/* Truncated: not the whole subtree, nothing cached. */
+	pg.truncated = 1;
+	fs_subtree_from_page(fs, "d", 1, "data/d/", 7, &pg);
+	CHECK(fs_listing_cached(fs, "d", 1, util_now_ms()) == NULL);
+	CHECK_EQ_INT(fs->stats.subtree_walks, 0);
+
+	pg.truncated = 0;
+	fs_subtree_from_page(fs, "d", 1, "data/d/", 7, &pg);
+	now = util_now_ms();
+	l = fs_listing_cached(fs, "d", 1, now);
+	CHECK(l != NULL);
+	if (l) {
+		long a = fs_listing_find(l, "a.txt", 5), sdir = fs_listing_find(l, "s", 1);
+
+		CHECK_EQ_INT(l->n, 2);
+		CHECK(a >= 0 && !l->ents[a].is_dir && l->ents[a].size == 100);
+		CHECK(a >= 0 && strcmp(l->ents[a].etag, "\"e0\"") == 0);
+		CHECK(sdir >= 0 && l->ents[sdir].is_dir);
+	}
+	l = fs_listing_cached(fs, "d/s", 3, now);
+	CHECK(l != NULL);
+	if (l) {
+		CHECK_EQ_INT(l->n, 1);
+		CHECK_EQ_INT(fs_listing_find(l, "b.txt", 5), 0);
+		CHECK_EQ_INT(l->ents[0].size, 101);
+	}
+	CHECK_EQ_INT(fs->stats.subtree_walks, 1);
+	CHECK_EQ_INT(fs->stats.subtree_dirs, 2);
+	CHECK_EQ_INT(fs->stats.hidden, 2);             /* another prefix; ".." */
+	CHECK(fs_listing_cached(fs, "x", 1, now) == NULL);
+	fs_destroy(fs);
+}
+
 static const struct test tests[] = {
 	TEST(t_name_check),
 	TEST(t_classify),
+	TEST(t_key),
+	TEST(t_key_path),
+	TEST(t_path_join),
+	TEST(t_key_for_path),
 	TEST(t_listing_merge),
 	TEST(t_listing_big),
 	TEST(t_tree_basic),
@@ -662,6 +1099,10 @@ static const struct test tests[] = {
 	TEST(t_inode_stable),
 	TEST(t_inode_many),
 	TEST(t_inode_collision),
+	TEST(t_fs_new_keys),
+	TEST(t_node_attrs),
+	TEST(t_listing_install),
+	TEST(t_subtree_from_page),
 	{ 0 },
 };
 

@@ -1,0 +1,202 @@
+/*
+ * listing — the listing service under lookup and opendir: subtree listings and
+ * what goes into the listing cache (fs->lcache).
+ *
+ * DESIGN
+ * A directory without a fresh cached listing is first listed as a subtree:
+ * its prefix WITHOUT a delimiter, page after page, up to fs->subtree_max_keys
+ * keys (fs_subtree_list). When the whole subtree fits, fs_tree_* (names.c)
+ * builds the listing of the directory and of every directory below it from
+ * those keys, with exactly the rules of a delimited listing, and all of them
+ * go into the cache: a walk of the tree then costs one LIST per 1000 keys
+ * instead of one per directory (os.walk is sequential, so on a 10-50 ms store
+ * that is also the number of round trips). Keys that arrive in any order are
+ * fine; pages already read when the cap is reached are dropped (using them
+ * needs key order, which s3rver lacks), and the directory with all its
+ * ancestors is marked too big for FS_BIG_TTL_FACTOR TTLs so the cap is paid
+ * once, not at every expiry. Why a cap at all: the first readdir of a huge
+ * tree would otherwise wait for all of it.
+ *
+ * A lookup's LIST of "P N/" asks for a full page for the same reason: when it
+ * is not truncated it is N's subtree, and fs_subtree_from_page fills the cache
+ * from it at no extra request.
+ *
+ * Install rule (fs_listing_install), for subtrees and for the delimited
+ * listings dir.c builds alike: a listing replaces a cached one only when it is
+ * not older (fetched_ms), so a slow walk never undoes a newer one.
+ *
+ * Locks: the listing functions take fs->lock only around cache updates, never
+ * across an S3 request; the _cached/_install helpers expect it held.
+ *
+ * Not done: coalescing two concurrent subtree listings of one directory
+ * (os.walk never does that; two readers would only pay twice).
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "feedfs/log.h"
+#include "feedfs/s3.h"
+#include "feedfs/util.h"
+
+#define TAG "fs"
+
+struct fs_listing *fs_listing_cached(struct fs *fs, const char *path, size_t len,
+				     int64_t now_ms)
+{
+	return fs_lcache_get(&fs->lcache, path, len, now_ms, fs->opts.metadata_ttl_ms);
+}
+
+int fs_listing_install(struct fs *fs, const char *path, size_t len, struct fs_listing *l,
+		       int64_t now_ms)
+{
+	struct fs_listing *cur = fs_listing_cached(fs, path, len, now_ms);
+
+	if (cur && cur->fetched_ms > l->fetched_ms)
+		return 0;
+	return fs_lcache_put(&fs->lcache, path, len, l);
+}
+
+void fs_listing_log_hidden(const char *prefix, uint64_t hidden)
+{
+	if (hidden)
+		log_info(TAG, "%llu key(s) under '%s' hidden: not POSIX names "
+			 "(empty, '.', '..', NUL or over 255 bytes)",
+			 (unsigned long long)hidden, prefix);
+}
+
+/* Put every listing of a finished tree in the cache (fs->lock not held). */
+static void tree_install(struct fs *fs, struct fs_tree *t, const char *prefix)
+{
+	int64_t now = util_now_ms();
+
+	fs_tree_finish(t);
+	pthread_mutex_lock(&fs->lock);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct fs_tree_dir *d = &t->dirs[i];
+
+		if (fs_listing_install(fs, d->path, d->path_len, d->l, now) < 0)
+			break;      /* out of memory: the rest is listed when needed */
+	}
+	pthread_mutex_unlock(&fs->lock);
+	FS_STAT_ADD(fs, subtree_dirs, t->n);
+	if (t->hidden) {
+		FS_STAT_ADD(fs, hidden, t->hidden);
+		fs_listing_log_hidden(prefix, t->hidden);
+	}
+}
+
+/* Place one page's objects in t. 0 or -ENOMEM. */
+static int tree_add_page(struct fs_tree *t, const char *prefix, size_t prefix_len,
+			 const struct s3_list_page *pg)
+{
+	for (size_t i = 0; i < pg->n_objects; i++) {
+		const struct s3_object *o = &pg->objects[i];
+		const char *rel;
+		size_t rel_len;
+		int r;
+
+		/* The server answered for another prefix: nothing we can place. */
+		if (fs_key_path(prefix, prefix_len, o->key, o->key_len, 0, &rel, &rel_len) < 0) {
+			t->hidden++;
+			continue;
+		}
+		r = fs_tree_add(t, rel, rel_len, o->size, o->mtime_ms, o->etag);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
+			  const char *prefix, size_t prefix_len, const struct s3_list_page *pg)
+{
+	struct fs_tree t;
+
+	/* Common prefixes would mean a delimiter was used: not a subtree. */
+	if (pg->truncated || pg->n_prefixes)
+		return;
+	if (fs_tree_init(&t, path, path_len, util_now_ms()) < 0)
+		return;
+	if (tree_add_page(&t, prefix, prefix_len, pg) == 0) {
+		FS_STAT_INC(fs, subtree_walks);
+		tree_install(fs, &t, prefix);
+	}
+	fs_tree_cleanup(&t);
+}
+
+/* Mark path and every directory above it too big for a subtree listing: each
+ * of them holds at least as many keys (fs->lock held). */
+static void mark_big_locked(struct fs *fs, const char *path, size_t len, int64_t until_ms)
+{
+	for (;;) {
+		const char *slash;
+
+		fs_lcache_mark_big(&fs->lcache, path, len, until_ms);
+		if (len == 0)
+			return;
+		slash = memrchr(path, '/', len);
+		len = slash ? (size_t)(slash - path) : 0;
+	}
+}
+
+int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+		    size_t prefix_len)
+{
+	struct fs_tree t;
+	char *token = NULL;
+	uint64_t seen = 0;
+	int r;
+
+	r = fs_tree_init(&t, path, path_len, util_now_ms());
+	if (r < 0)
+		return r;
+	for (;;) {
+		struct s3_list_page pg;
+
+		memset(&pg, 0, sizeof(pg));
+		FS_STAT_INC(fs, list_pages);
+		FS_STAT_INC(fs, subtree_pages);
+		r = s3_list(fs->s3, prefix, NULL, token, 0, &pg);
+		free(token);
+		token = NULL;
+		if (r < 0) {
+			log_warn(TAG, "subtree listing of '%s' failed: %s", prefix, strerror(-r));
+			break;
+		}
+		seen += pg.n_objects;
+		r = tree_add_page(&t, prefix, prefix_len, &pg);
+		if (r == 0 && pg.truncated && pg.next_token && pg.next_token[0]) {
+			token = strdup(pg.next_token);
+			if (!token)
+				r = -ENOMEM;
+		}
+		s3_list_page_cleanup(&pg);
+		if (r < 0)
+			break;
+		if (!token) {
+			FS_STAT_INC(fs, subtree_walks);
+			tree_install(fs, &t, prefix);
+			r = 1;
+			break;
+		}
+		if (seen >= (uint64_t)fs->subtree_max_keys) {
+			int64_t now = util_now_ms();
+
+			FS_STAT_INC(fs, subtree_too_big);
+			log_debug(TAG, "'%s' holds more than %ld keys: listed by level",
+				  prefix, fs->subtree_max_keys);
+			pthread_mutex_lock(&fs->lock);
+			mark_big_locked(fs, path, path_len,
+					now + FS_BIG_TTL_FACTOR * fs->opts.metadata_ttl_ms);
+			pthread_mutex_unlock(&fs->lock);
+			free(token);
+			r = 0;
+			break;
+		}
+	}
+	fs_tree_cleanup(&t);
+	return r;
+}
