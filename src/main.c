@@ -117,16 +117,21 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], subcommands[i].name) == 0)
 			return subcommands[i].main_fn(argc - 1, argv + 1);
 	e = options_parse(argc, argv, &o, msg, sizeof(msg));
-	if (e == OPTIONS_HELP)
+	if (e == OPTIONS_HELP) {
 		options_help(stdout);
-	else if (e == OPTIONS_VERSION)
+		e = 0;
+	} else if (e == OPTIONS_VERSION) {
 		options_version(stdout);
-	else if (e == -EINVAL)
-		fprintf(stderr, "feedfs: %s (see feedfs --help)\n", msg);
-	else if (e < 0)
-		fprintf(stderr, "feedfs: %s\n", strerror(-e));
-	else
+		e = 0;
+	} else if (e < 0) {
+		if (e == -EINVAL)
+			fprintf(stderr, "feedfs: %s (see feedfs --help)\n", msg);
+		else
+			fprintf(stderr, "feedfs: %s\n", strerror(-e));
+		e = e == -EINVAL ? 2 : 1;
+	} else {
 		e = run_options(&o);
+	}
 	options_free(&o);
-	return e == OPTIONS_HELP || e == OPTIONS_VERSION ? 0 : e == -EINVAL ? 2 : e < 0 ? 1 : e;
+	return e;
 }
