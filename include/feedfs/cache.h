@@ -113,6 +113,13 @@ void cache_sync(struct cache *c);
  * part of the read path's budget; the caller charges them to --max-memory. */
 uint64_t cache_io_bytes(uint32_t block_size, uint64_t buffer_bytes);
 
+/* The cache's share of --max-memory for its io buffers: a sixth of max_memory,
+ * at most CACHE_BUFFER_DEFAULT (reached at 384 MiB); pass it as buffer_bytes.
+ * cache_io_reserve is what cache_new then maps for it (cache_io_bytes): the
+ * caller keeps that much of --max-memory out of the read path's budget. */
+uint64_t cache_buffer_share(uint64_t max_memory);
+uint64_t cache_io_reserve(uint32_t block_size, uint64_t max_memory);
+
 /* Snapshot of the counters (relaxed atomics); their table, for the renderings
  * (stats.h), is cache_stats_group (obj: struct cache *). */
 void cache_get_stats(struct cache *c, struct cache_stats *out);

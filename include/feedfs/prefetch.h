@@ -102,6 +102,13 @@ struct rd_config {
 				     * all were); must outlive the files */
 };
 
+/* The readahead caps for ncpu CPUs (<= 0: 1) and a budget of budget bytes:
+ * max_ahead = 64 MiB per CPU, at most the budget; max_window = a quarter of
+ * that, at most 64 MiB. Fetching far ahead of the readers costs more than it
+ * gives (BENCHMARKS.md, "4 readers, cold"); demand reads may still use the
+ * whole budget. */
+void rd_config_set_caps(struct rd_config *cfg, long ncpu, uint64_t budget);
+
 struct rd_file;
 struct stats_hist;
 

@@ -1223,6 +1223,21 @@ uint64_t cache_io_bytes(uint32_t block_size, uint64_t buffer_bytes)
 	return nb * bs + ns * piece_size(bs);
 }
 
+/* A sixth of --max-memory for block buffers, and a quarter of that again for
+ * piece buffers (pool_counts): the cache's io stays a fixed fraction of what the
+ * user gave, and the read path keeps the rest for in-flight and readahead. */
+uint64_t cache_buffer_share(uint64_t max_memory)
+{
+	uint64_t b = max_memory / 6;
+
+	return b < CACHE_BUFFER_DEFAULT ? b : CACHE_BUFFER_DEFAULT;
+}
+
+uint64_t cache_io_reserve(uint32_t block_size, uint64_t max_memory)
+{
+	return cache_io_bytes(block_size, cache_buffer_share(max_memory));
+}
+
 /* Two pools: blocks (want_bytes of them) and, when pieces are on, small
  * buffers of one piece (a quarter more) for pieces and small objects, so that
  * many of those can be in flight without holding a block-sized buffer each. */

@@ -520,6 +520,21 @@ static uint64_t rd_reclaim(struct rd_budget_client *c, uint64_t need)
 	return freed;
 }
 
+/* Bytes fetched far ahead of the reader are copied to the kernel long after
+ * they were written, from memory rather than cache, and the first touch of
+ * every buffer faults: a cap per CPU keeps readahead near the readers. The
+ * A/B behind 64 MiB is in BENCHMARKS.md ("4 readers, cold"). */
+#define RD_AHEAD_PER_CPU (64ull << 20)
+#define RD_WINDOW_MAX    (64ull << 20)
+
+void rd_config_set_caps(struct rd_config *cfg, long ncpu, uint64_t budget)
+{
+	uint64_t ahead = (uint64_t)(ncpu > 0 ? ncpu : 1) * RD_AHEAD_PER_CPU;
+
+	cfg->max_ahead = min_u64(ahead, budget);
+	cfg->max_window = min_u64(RD_WINDOW_MAX, cfg->max_ahead / 4);
+}
+
 struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
 			uint64_t size, const char *etag)
 {

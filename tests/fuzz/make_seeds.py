@@ -98,6 +98,18 @@ for i, (sel, s) in enumerate([(0, b"8M"), (0, b"512KiB"), (0, b"1G"), (0, b"1844
                               (5, b"http://127.0.0.1:9000/base/"), (5, b"https://[::1]:443"),
                               (5, b"2024-01-02T03:04:05.123Z"), (5, b"http://")]):
     put("fuzz_options", "o%02d" % i, bytes([sel]) + s)
+# options_parse itself: byte 0x60, then argv after "feedfs", one word a line.
+for i, words in enumerate([
+        [b"s3://b/p", b"/mnt"], [b"--part-size", b"16M", b"b", b"/m", b"-f"],
+        [b"--cache-dir", b"rel", b"--block-size", b"8M", b"--cache-clear", b"b/x", b"/m"],
+        [b"--metrics-addr", b"[::1]:9100", b"--dry-run", b"gs://g/"],
+        [b"--metrics-addr", b"127.0.0.1:0", b"b", b"/m"],
+        [b"--internal", b"--region", b"cn-hangzhou", b"oss://o/d", b"/m"],
+        [b"--print-credentials-source", b"--profile", b""],
+        [b"-fdh"], [b"--version"], [b"--max-memory", b"40M", b"--cache-dir", b"/c", b"b", b"/m"],
+        [b"b", b"/m", b"--part-size"], [b"--bogus", b"-x", b"--dry-run=1"],
+        [b"--stall-timeout", b"0.5", b"--max-retries", b"101", b"x://b", b"/m", b"z"]]):
+    put("fuzz_options", "p%02d" % i, bytes([0x60]) + b"\n".join(words))
 
 CREDS_INI = b"""[default]
 aws_access_key_id = AKIDEXAMPLE

@@ -1,0 +1,716 @@
+/*
+ * daemon — one mount's life (include/feedfs/daemon.h).
+ *
+ * DESIGN
+ * daemon_run builds one struct running in stages, each a function that
+ * returns 0 or -errno with the user-facing line in msg:
+ *   process_setup   no core dumps, malloc tuning, the log sink
+ *   start_s3        the credential chain, the S3 client, the access check
+ *   build_read_path the memory budget, the block cache (own or attached),
+ *                   the readahead caps, readahead across files: rd_config
+ *   start_session   the fs, the FUSE session, its signal handlers
+ *   mount_fs        the control socket (stats, warm, /metrics), mount,
+ *                   "ready" to the parent
+ *   run_loop        the kernel readahead thread, the multi-threaded loop
+ * Any failure takes the one unwind path, fail(): report the line once,
+ * teardown() what was built, in reverse order. Threads (s3's http thread,
+ * creds' refresher, the cache's ring) start here only, after the fork.
+ */
+#define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 14)
+#include <fuse_lowlevel.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "feedfs/ahead.h"
+#include "feedfs/attach.h"
+#include "feedfs/cache.h"
+#include "feedfs/creds.h"
+#include "feedfs/ctl.h"
+#include "feedfs/daemon.h"
+#include "feedfs/fs.h"
+#include "feedfs/log.h"
+#include "feedfs/mount.h"
+#include "feedfs/options.h"
+#include "feedfs/prefetch.h"
+#include "feedfs/s3.h"
+#include "feedfs/stats.h"
+#include "feedfs/util.h"
+
+#define TAG "main"
+#define MIB (1ULL << 20)
+
+static int fetch_s3(void *arg, const char *key, size_t key_len, const char *if_match,
+		    uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
+{
+	return s3_get_async(arg, key, key_len, if_match, off, len, buf, done, done_arg);
+}
+
+/* rd_cancel_fn over the S3 client. When the note cannot be queued (no memory,
+ * shutting down) the GET just runs to its end. */
+static void cancel_s3(void *arg, rd_fetch_done_fn done, void *done_arg)
+{
+	(void)s3_get_cancel(arg, done, done_arg);
+}
+
+struct warm_view {
+	struct s3_client *s3;
+	const char *prefix;
+	size_t prefix_len;
+};
+
+/* ctl_resolve_fn for `feedfs warm`: a mount-relative path -> its object, by
+ * HEAD (the listing the kernel saw may be older; the cache keys by ETag, so
+ * warming the current version is what a later open will read). */
+static int warm_resolve(void *arg, const char *path, size_t path_len, char **key,
+			size_t *key_len, char *etag, size_t etag_len, uint64_t *size)
+{
+	const struct warm_view *v = arg;
+	struct s3_object obj;
+	char *k;
+	size_t klen;
+	int e;
+
+	e = fs_key_for_path(v->prefix, v->prefix_len, path, path_len, &k, &klen);
+	if (e < 0)
+		return e;
+	memset(&obj, 0, sizeof(obj));
+	e = s3_head(v->s3, k, klen, &obj);
+	if (e < 0) {
+		free(k);
+		return e;
+	}
+	snprintf(etag, etag_len, "%s", obj.etag);
+	*size = obj.size;
+	s3_object_cleanup(&obj);
+	*key = k;
+	*key_len = klen;
+	return 0;
+}
+
+/* The kernel lets a FUSE daemon only lower the readahead at INIT, so raising it
+ * must happen after INIT has been answered: this thread's stat of the mount
+ * root waits for that (the loop answers it), then sets the BDI's read_ahead_kb.
+ * Best effort: a failure is logged, never fatal. */
+struct bdi_job {
+	char path[PATH_MAX];
+	unsigned kb;
+};
+
+static void *bdi_main(void *arg)
+{
+	struct bdi_job *j = arg;
+	char sys[128], val[32];
+	struct stat st;
+	int fd, n;
+
+	if (stat(j->path, &st) < 0) {
+		log_warn(TAG, "read_ahead_kb not set: stat %s: %s", j->path, strerror(errno));
+		free(j);
+		return NULL;
+	}
+	snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+		 minor(st.st_dev));
+	n = snprintf(val, sizeof(val), "%u\n", j->kb);
+	fd = open(sys, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)n) != n)
+		log_warn(TAG, "cannot set %s to %u: %s", sys, j->kb, strerror(errno));
+	else
+		log_info(TAG, "kernel readahead of the mount: %s = %u", sys, j->kb);
+	if (fd >= 0)
+		close(fd);
+	free(j);
+	return NULL;
+}
+
+static char *mount_options(const struct options *o)
+{
+	char *fsname_raw = xasprintf("feedfs:%s/%s", o->bucket, o->prefix);
+	char *fsname = mount_opt_escape(fsname_raw);
+	char *s;
+
+	if (!fsname) {
+		free(fsname_raw);
+		return NULL;
+	}
+	s = xasprintf("ro,default_permissions,noatime,fsname=%s,subtype=feedfs,"
+		      "max_read=1048576%s", fsname, o->allow_other ? ",allow_other" : "");
+	free(fsname);
+	free(fsname_raw);
+	return s;
+}
+
+struct running {
+	struct creds_chain *creds;
+	struct s3_client *s3;
+	struct cache *cache;
+	struct attach *attach;          /* another mount owns the cache dir */
+	struct ctl_share *share;        /* we own it: others may attach */
+	struct ctl_warm *warm;
+	struct rd_budget *budget;
+	struct rd_ahead *ahead;
+	struct fs *fs;
+	struct fuse_session *se;
+	struct ctl *ctl;                /* the control socket, /metrics */
+	struct stats_reg reg;           /* what ctl and the unmount log read */
+	struct stats_mount smount;
+	int mounted, handlers;
+	pthread_t bdi_thread;
+	int bdi_started;
+};
+
+static void teardown(struct running *r)
+{
+	if (r->handlers)
+		fuse_remove_signal_handlers(r->se);
+	if (r->mounted)
+		fuse_session_unmount(r->se);
+	if (r->bdi_started)
+		pthread_join(r->bdi_thread, NULL);
+	/* Warming fetches through the cache, the cache through s3: stop them in
+	 * that order, each after the last user of it (ctl_stop ends warming). */
+	ctl_stop(r->ctl);
+	ctl_warm_free(r->warm);
+	if (r->se)
+		fuse_session_destroy(r->se);
+	if (r->fs)
+		fs_close_open_files(r->fs);
+	stats_log(&r->reg);
+	if (r->fs)
+		fs_destroy(r->fs);
+	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
+	attach_destroy(r->attach);          /* after its users, before s3 (its fallback) */
+	ctl_share_stop(r->share);           /* attached mounts fall back to S3 */
+	if (r->cache)
+		cache_destroy(r->cache);
+	if (r->s3)
+		s3_client_destroy(r->s3);
+	if (r->budget)
+		rd_budget_destroy(r->budget);
+	if (r->creds)
+		creds_chain_destroy(r->creds);
+}
+
+/* Report a start-up failure once: on stderr in the foreground, else through
+ * the pipe to the waiting parent (which prints it). Also logged. */
+static int fail(int notify_fd, struct running *r, const char *line)
+{
+	log_err(TAG, "%s", line);
+	if (notify_fd >= 0)
+		mount_daemon_ready(notify_fd, line);
+	else
+		fprintf(stderr, "feedfs: %s\n", line);
+	teardown(r);
+	log_close();
+	return 1;
+}
+
+/*
+ * Own the cache dir, or attach to its owner when another mount of the same
+ * bucket and endpoint holds it. Pods of one node start together: while the
+ * owner is still opening its cache (no share socket yet), or has just gone
+ * (its lock released), keep trying either for up to ATTACH_WAIT_MS. Returns
+ * 0 (r->cache or r->attach set, or neither: the owner is full, a warning is
+ * logged) or -errno with a line in msg.
+ */
+#define ATTACH_WAIT_MS 20000
+static int open_or_attach_cache(const struct options *o, const struct cache_config *ccfg,
+				struct running *r, const char *id, size_t id_len, char *msg,
+				size_t msg_len)
+{
+	int64_t deadline = util_now_ms() + ATTACH_WAIT_MS;
+	char amsg[256];
+	int e;
+
+	for (;;) {
+		msg[0] = '\0';
+		e = cache_new(ccfg, &r->cache, msg, msg_len);
+		if (e != -EBUSY || o->cache_clear)
+			return e;
+		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
+		e = attach_new(o->cache_dir, id, id_len, fetch_s3, r->s3, cancel_s3, r->s3,
+			       &r->attach, amsg, sizeof(amsg));
+		if (e == 0)
+			return 0;
+		if (e == -EBUSY) {
+			/* Not a configuration error: the node is busy. */
+			log_warn(TAG, "%s and %s: mounting without a cache", msg, amsg);
+			return 0;
+		}
+		if ((e != -ENOENT && e != -ECONNREFUSED) || util_now_ms() >= deadline)
+			break;
+		usleep(200 * 1000);
+	}
+	snprintf(msg + strlen(msg), msg_len - strlen(msg),
+		 " and %s; give each mount its own --cache-dir", amsg);
+	return e;
+}
+
+/* No core dumps, malloc tuned for the read path, the log sink. Before any
+ * thread starts. */
+static int process_setup(const struct options *o, char *msg, size_t msg_len)
+{
+	enum log_sink sink;
+	int e;
+
+	/* Credentials live in this process: no core dumps of it, and no ptrace by
+	 * other processes of the same user (docs/SECURITY.md). */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	/* Read buffers are megabytes each and come and go all the time. Served
+	 * by mmap (glibc's default above its threshold) every one costs a page
+	 * fault per 4 KiB, which on a VM was half the daemon's CPU on a cold
+	 * sequential read. Keep them in one arena that is not trimmed: freed
+	 * buffers are reused, and the arena never outgrows the --max-memory peak
+	 * by more than fragmentation. Before any thread starts. */
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 256 << 20);
+	sink = o->log_file ? LOG_SINK_FILE : o->foreground ? LOG_SINK_STDERR : LOG_SINK_SYSLOG;
+	e = log_init(sink, o->log_file, o->log_level);
+	if (e < 0) {
+		snprintf(msg, msg_len, "--log-file %s: %s", o->log_file, strerror(-e));
+		return e;
+	}
+	log_debug(TAG, "core dumps off: PR_GET_DUMPABLE is %d", prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+	return 0;
+}
+
+static void s3_config_from(const struct options *o, struct creds_chain *creds,
+			   struct s3_config *scfg)
+{
+	memset(scfg, 0, sizeof(*scfg));
+	scfg->endpoint_url = o->endpoint;
+	scfg->region = o->region;
+	scfg->bucket = o->bucket;
+	scfg->force_path_style = o->force_path_style;
+	scfg->store = o->store;
+	scfg->oss_internal = o->oss_internal;
+	scfg->list_v1 = o->list_v1;
+	scfg->creds = creds;
+	scfg->ca_bundle = o->ca_bundle;
+	scfg->connect_timeout_ms = (int)o->connect_timeout_ms;
+	scfg->stall_timeout_ms = (int)o->stall_timeout_ms;
+	scfg->no_verify_tls = o->no_verify_tls;
+	scfg->max_retries = (int)o->max_retries;
+	scfg->max_connections = (int)o->max_connections;
+}
+
+/* The credential chain, the S3 client, and the check that SOURCE is readable. */
+static int start_s3(const struct options *o, struct running *r, char *msg, size_t msg_len)
+{
+	struct creds_options copts;
+	struct s3_config scfg;
+	int e;
+
+	memset(&copts, 0, sizeof(copts));
+	copts.anonymous = o->no_sign;
+	copts.region = o->region;
+	copts.profile = o->profile;
+	msg[0] = '\0';
+	e = creds_chain_new(&copts, &r->creds, msg, msg_len);
+	if (e < 0) {
+		if (!msg[0])
+			snprintf(msg, msg_len, "no credentials: %s", strerror(-e));
+		return e;
+	}
+	log_info(TAG, "feedfs %s: bucket '%s' prefix '%s' endpoint %s region %s "
+		 "credentials from %s, mount point %s", FEEDFS_VERSION, o->bucket, o->prefix,
+		 o->endpoint ? o->endpoint : "(store default)", o->region ? o->region : "(default)",
+		 creds_chain_source(r->creds), o->dry_run ? "(none: --dry-run)" : o->mount_abs);
+
+	s3_config_from(o, r->creds, &scfg);
+	if (o->no_verify_tls) {
+		log_warn(TAG, "WARNING: --no-verify-ssl: TLS certificates are NOT checked; "
+			 "anyone on the network path can read and alter the data");
+		if (!o->foreground || o->log_file)
+			fprintf(stderr, "feedfs: WARNING: --no-verify-ssl: TLS certificates are "
+				"NOT checked (unsafe)\n");
+	}
+	e = s3_client_new(&scfg, &r->s3);
+	if (e < 0) {
+		snprintf(msg, msg_len, "cannot start the S3 client: %s", strerror(-e));
+		return e;
+	}
+	msg[0] = '\0';
+	e = s3_check_access(r->s3, o->prefix, msg, msg_len);
+	if (e < 0) {
+		if (!msg[0])
+			snprintf(msg, msg_len, "cannot list s3://%s/%s: %s", o->bucket,
+				 o->prefix, strerror(-e));
+		return e;
+	}
+	return 0;
+}
+
+/* --dry-run: everything a mount checks before touching the mount point. */
+static void dry_run_report(const struct options *o, struct running *r)
+{
+	char cdesc[512];
+
+	creds_chain_describe(r->creds, cdesc, sizeof(cdesc));
+	printf("ok: bucket '%s' prefix '%s' at %s (region %s) is readable; "
+	       "credentials %s\n", o->bucket, o->prefix, s3_client_endpoint(r->s3),
+	       s3_client_region(r->s3), cdesc);
+	fflush(stdout);
+}
+
+/* Memory the block cache maps for its io buffers (0 without --cache-dir). */
+static uint64_t io_reserve(const struct options *o)
+{
+	return o->cache_dir ? cache_io_reserve((uint32_t)o->block_size, o->max_memory) : 0;
+}
+
+/*
+ * The read path under fs: budget, then S3, or the block cache over S3 (our
+ * own, or another mount's that we attach to), then readahead across files on
+ * top. Fills rcfg for fs_new.
+ */
+static int build_read_path(const struct options *o, struct running *r, struct rd_config *rcfg,
+			   char *msg, size_t msg_len)
+{
+	char share_id[1024];
+	size_t share_len = 0;
+	struct cache_config ccfg;
+	/* Readahead gets what --max-memory leaves after the cache's io buffers. */
+	uint64_t ra_budget = o->max_memory - io_reserve(o);
+	int e;
+
+	e = rd_budget_new(ra_budget, &r->budget);
+	if (e < 0) {
+		snprintf(msg, msg_len, "memory budget: %s", strerror(-e));
+		return e;
+	}
+	memset(rcfg, 0, sizeof(*rcfg));
+	rcfg->fetch = fetch_s3;
+	rcfg->fetch_arg = r->s3;
+	/* Readahead a seek leaves behind is cancelled at S3; with the cache on
+	 * the read path's GETs are the cache's (they fill blocks worth keeping),
+	 * so cancel is cleared there. Across-file readahead (below) passes these
+	 * GETs' done and done_arg to the inner fetch untouched. */
+	rcfg->cancel = cancel_s3;
+	rcfg->cancel_arg = r->s3;
+	rcfg->budget = r->budget;
+	rcfg->part_size = o->part_size;
+	if (o->cache_dir) {
+		memset(&ccfg, 0, sizeof(ccfg));
+		ccfg.dir = o->cache_dir;
+		ccfg.size_bytes = o->cache_size;
+		ccfg.block_size = (uint32_t)o->block_size;
+		ccfg.bucket = o->bucket;
+		ccfg.inner = fetch_s3;
+		ccfg.inner_arg = r->s3;
+		ccfg.clear = o->cache_clear;
+		ccfg.buffer_bytes = cache_buffer_share(o->max_memory);
+		share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
+					      s3_client_endpoint(r->s3));
+		if (share_len >= sizeof(share_id))
+			share_len = sizeof(share_id) - 1;
+		e = open_or_attach_cache(o, &ccfg, r, share_id, share_len, msg, msg_len);
+		if (e < 0) {
+			if (!msg[0])
+				snprintf(msg, msg_len, "cache dir %s: %s", o->cache_dir,
+					 strerror(-e));
+			return e;
+		}
+	}
+	if (r->attach) {
+		/* As with a cache of our own: streams aligned to its blocks. A seek
+		 * cancels what is not yet asked of the owner. */
+		rcfg->cancel = attach_cancel;
+		rcfg->cancel_arg = r->attach;
+		rcfg->fetch = NULL;
+		rcfg->fetch_sized = attach_fetch_sized;
+		rcfg->fetch_arg = r->attach;
+		rcfg->align = attach_block_size(r->attach);
+		rcfg->random_align = CACHE_PIECE;
+		log_info(TAG, "%s: attached, reads go through its cache (blocks of %u KiB)%s", msg,
+			 attach_block_size(r->attach) >> 10,
+			 o->cache_size ? "; --cache-size is the owner's to set" : "");
+	} else if (r->cache) {
+		msg[0] = '\0';
+		if (ctl_share_start(r->cache, o->cache_dir, share_id, share_len, r->budget,
+				      &r->share, msg, msg_len) < 0)
+			log_warn(TAG, "other mounts cannot share this cache: %s", msg);
+		/* Every GET of the read path goes through the cache, which knows the
+		 * object size and caches whole blocks: a stream's segments are aligned
+		 * to them, a random read's only to the cache's pieces. */
+		rcfg->cancel = NULL;
+		rcfg->fetch = NULL;
+		rcfg->fetch_sized = cache_rd_fetch_sized;
+		rcfg->fetch_arg = r->cache;
+		rcfg->align = o->block_size;
+		rcfg->random_align = CACHE_PIECE;
+		{
+			struct cache_stats cs;
+
+			cache_get_stats(r->cache, &cs);
+			log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s; "
+				 "io buffers %llu MiB of --max-memory, readahead budget %llu MiB",
+				 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
+				 (unsigned long long)(cs.pages * cs.block_size / MIB),
+				 (unsigned long long)cs.blocks_used,
+				 cs.direct_io ? ", O_DIRECT" : "",
+				 cs.recovered_unclean ? ", recovered after a crash" : "",
+				 (unsigned long long)(io_reserve(o) / MIB),
+				 (unsigned long long)(ra_budget / MIB));
+		}
+	}
+	{
+		/* Readahead of all streams together: the prefetch module's caps for
+		 * this machine's CPUs, within the budget. */
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		rd_config_set_caps(rcfg, ncpu, ra_budget);
+		log_info(TAG, "readahead: up to %llu MiB per stream, %llu MiB for all "
+			 "streams together (%ld CPUs), of a %llu MiB budget",
+			 (unsigned long long)(rcfg->max_window / MIB),
+			 (unsigned long long)(rcfg->max_ahead / MIB), ncpu,
+			 (unsigned long long)(ra_budget / MIB));
+	}
+	{
+		/* Readahead across files sits on top: it wraps whatever the read
+		 * path fetches through (the cache, or S3), so prefetched files are
+		 * cached on disk too. Objects up to one part are fetched whole. */
+		struct rd_ahead_config acfg;
+
+		memset(&acfg, 0, sizeof(acfg));
+		acfg.fetch = rcfg->fetch;
+		acfg.fetch_sized = rcfg->fetch_sized;
+		acfg.fetch_arg = rcfg->fetch_arg;
+		acfg.budget = r->budget;
+		acfg.max_file_size = o->part_size;
+		e = rd_ahead_new(&acfg, &r->ahead);
+		if (e < 0) {
+			snprintf(msg, msg_len, "out of memory");
+			return e;
+		}
+		rcfg->fetch = NULL;
+		rcfg->fetch_sized = rd_ahead_fetch_sized;
+		rcfg->fetch_arg = r->ahead;
+	}
+	return 0;
+}
+
+/* The fs over the read path, and the FUSE session with its signal handlers. */
+static int start_session(const struct options *o, struct running *r,
+			 const struct rd_config *rcfg, char *msg, size_t msg_len)
+{
+	struct fs_options fopts;
+	struct sigaction dfl;
+	char *mopts;
+
+	memset(&fopts, 0, sizeof(fopts));
+	fopts.prefix = o->prefix;
+	fopts.uid = o->uid;
+	fopts.gid = o->gid;
+	fopts.file_mode = o->file_mode;
+	fopts.dir_mode = o->dir_mode;
+	fopts.metadata_ttl_ms = o->metadata_ttl_ms;
+	fopts.negative_ttl_ms = o->negative_ttl_ms;
+	fopts.ahead = r->ahead;
+	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+	if (!mopts) {
+		snprintf(msg, msg_len, "out of memory");
+		return -ENOMEM;
+	}
+	{
+		char *argv[] = { "feedfs", "-o", mopts, o->debug ? "-d" : NULL, NULL };
+		struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
+
+		r->se = fuse_session_new(&args, fs_lowlevel_ops(), sizeof(struct fuse_lowlevel_ops),
+					 r->fs);
+		fuse_opt_free_args(&args);
+	}
+	free(mopts);
+	if (!r->se) {
+		snprintf(msg, msg_len, "cannot create the FUSE session (see the log)");
+		return -EIO;
+	}
+	fs_set_session(r->fs, r->se);
+	/* libfuse installs its exit handlers only where a signal still has its
+	 * default action. A background job of a non-interactive shell (a CI
+	 * script's `feedfs ... &`) starts with SIGINT ignored and would then
+	 * ignore the SIGINT that --help says unmounts. SIGHUP keeps an inherited
+	 * "ignore": that is what nohup asks for. */
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigaction(SIGINT, &dfl, NULL);
+	sigaction(SIGTERM, &dfl, NULL);
+	if (fuse_set_signal_handlers(r->se) < 0) {
+		snprintf(msg, msg_len, "cannot install signal handlers");
+		return -EIO;
+	}
+	r->handlers = 1;
+	return 0;
+}
+
+/* What the renderings read: every module built, and the mount itself. */
+static void register_stats(const struct options *o, struct running *r)
+{
+	const struct stats_hist_desc *d;
+	size_t n;
+
+	stats_reg_group(&r->reg, &fs_stats_group, r->fs);
+	stats_reg_group(&r->reg, &s3_stats_group, r->s3);
+	stats_reg_group(&r->reg, &cache_stats_group, r->cache);
+	stats_reg_group(&r->reg, &attach_stats_group, r->attach);
+	stats_reg_group(&r->reg, &ahead_stats_group, r->ahead);
+	stats_reg_group(&r->reg, &budget_stats_group, r->budget);
+	d = fs_hists(r->fs, &n);
+	stats_reg_hists(&r->reg, d, n);
+	d = s3_client_hists(r->s3, &n);
+	stats_reg_hists(&r->reg, d, n);
+	r->smount = (struct stats_mount){
+		.version = FEEDFS_VERSION, .bucket = o->bucket, .prefix = o->prefix,
+		.endpoint = s3_client_endpoint(r->s3), .mountpoint = o->mount_abs,
+		.pid = (int)getpid(), .started_wall_ms = util_wall_ms(),
+		.started_ns = stats_now_ns(),
+	};
+}
+
+/* The control socket: stats always, `feedfs warm` into the cache we own or
+ * the owner's (a mount without a cache answers EOPNOTSUPP), and /metrics
+ * when asked. Before the mount: a port in use fails it. */
+static int start_ctl(const struct options *o, struct running *r, struct warm_view *view,
+		     char *msg, size_t msg_len)
+{
+	struct ctl_config cc;
+	int e;
+
+	view->s3 = r->s3;
+	view->prefix = o->prefix;
+	view->prefix_len = strlen(o->prefix);
+	if (r->cache) {
+		struct cache_stats cs;
+
+		cache_get_stats(r->cache, &cs);
+		e = ctl_warm_new(cache_rd_fetch_sized, r->cache, cs.block_size, warm_resolve, view,
+				 &r->warm);
+	} else if (r->attach) {
+		e = ctl_warm_new(attach_fetch_sized, r->attach, attach_block_size(r->attach),
+				 warm_resolve, view, &r->warm);
+	} else {
+		e = ctl_warm_new(NULL, NULL, 0, NULL, NULL, &r->warm);
+	}
+	if (e < 0) {
+		snprintf(msg, msg_len, "out of memory");
+		return e;
+	}
+	memset(&cc, 0, sizeof(cc));
+	cc.mount_abs = o->mount_abs;
+	cc.reg = &r->reg;
+	cc.mount = &r->smount;
+	cc.metrics_host = o->metrics_host;
+	cc.metrics_port = o->metrics_port;
+	ctl_warm_register(r->warm, &cc);
+	return ctl_start(&cc, &r->ctl, msg, msg_len);
+}
+
+/* The control socket, mount, and tell the parent we are ready. */
+static int mount_fs(const struct options *o, struct running *r, struct warm_view *view,
+		    int notify_fd, char *msg, size_t msg_len)
+{
+	int e;
+
+	register_stats(o, r);
+	e = start_ctl(o, r, view, msg, msg_len);
+	if (e < 0)
+		return e;
+	if (fuse_session_mount(r->se, o->mount_abs) < 0) {
+		snprintf(msg, msg_len, "cannot mount on %s (is /dev/fuse usable? "
+			 "is fusermount3 installed?)", o->mount_abs);
+		return -EIO;
+	}
+	r->mounted = 1;
+	log_info(TAG, "mounted s3://%s/%s on %s", o->bucket, o->prefix, o->mount_abs);
+	mount_daemon_ready(notify_fd, NULL);
+	return 0;
+}
+
+/* As root, raise the mount's kernel readahead to the part size (1..16 MiB)
+ * once INIT is answered (bdi_main). */
+static void start_bdi_thread(const struct options *o, struct running *r)
+{
+	struct bdi_job *j;
+	uint64_t kb = o->part_size / 1024;
+
+	if (o->no_bdi_readahead || geteuid() != 0)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return;
+	snprintf(j->path, sizeof(j->path), "%s", o->mount_abs);
+	j->kb = (unsigned)(kb < 1024 ? 1024 : kb > 16384 ? 16384 : kb);
+	if (pthread_create(&r->bdi_thread, NULL, bdi_main, j) == 0)
+		r->bdi_started = 1;
+	else
+		free(j);
+}
+
+/* The multi-threaded FUSE loop, until unmount or a signal. */
+static int run_loop(const struct options *o, struct running *r, char *msg, size_t msg_len)
+{
+	struct fuse_loop_config *lcfg;
+	int e;
+
+	lcfg = fuse_loop_cfg_create();
+	if (!lcfg) {
+		snprintf(msg, msg_len, "out of memory");
+		return -ENOMEM;
+	}
+	start_bdi_thread(o, r);
+	/* Reads block on S3: enough workers for a DataLoader's parallel readers. */
+	fuse_loop_cfg_set_max_threads(lcfg, 64);
+	fuse_loop_cfg_set_idle_threads(lcfg, 16);
+	e = fuse_session_loop_mt(r->se, lcfg);
+	fuse_loop_cfg_destroy(lcfg);
+	log_info(TAG, "unmounting %s (loop ended: %d)", o->mount_abs, e);
+	return 0;
+}
+
+int daemon_run(struct options *o, int notify_fd)
+{
+	struct running r;
+	struct rd_config rcfg;
+	struct warm_view warm_view;
+	char msg[PATH_MAX + 512];
+	int e;
+
+	memset(&r, 0, sizeof(r));
+	msg[0] = '\0';
+	e = process_setup(o, msg, sizeof(msg));
+	if (e == 0)
+		e = start_s3(o, &r, msg, sizeof(msg));
+	if (e == 0 && o->dry_run) {
+		dry_run_report(o, &r);
+		teardown(&r);
+		log_close();
+		return 0;
+	}
+	if (e == 0)
+		e = build_read_path(o, &r, &rcfg, msg, sizeof(msg));
+	if (e == 0)
+		e = start_session(o, &r, &rcfg, msg, sizeof(msg));
+	if (e == 0)
+		e = mount_fs(o, &r, &warm_view, notify_fd, msg, sizeof(msg));
+	if (e < 0)
+		return fail(notify_fd, &r, msg);
+	/* Ready was reported: from here a failure only reaches the log. */
+	e = run_loop(o, &r, msg, sizeof(msg));
+	if (e < 0)
+		return fail(-1, &r, msg);
+	teardown(&r);
+	log_close();
+	return 0;
+}
