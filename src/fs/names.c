@@ -16,6 +16,8 @@
  */
 #include "names_i.h"
 
+#include "feedfs/hash.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,20 +71,7 @@ enum fs_item_kind fs_item_classify(const char *dir_prefix, size_t dir_prefix_len
 
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed)
 {
-	const unsigned char *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	/* splitmix64 finaliser: FNV's low bits are weak for table indexing. */
-	h ^= h >> 30;
-	h *= 0xbf58476d1ce4e5b9ULL;
-	h ^= h >> 27;
-	h *= 0x94d049bb133111ebULL;
-	h ^= h >> 31;
-	return h;
+	return util_hash64(p, n, seed);
 }
 
 struct fs_listing *fs_listing_new(int64_t now_ms)

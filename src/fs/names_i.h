@@ -42,7 +42,8 @@ enum fs_item_kind fs_item_classify(const char *dir_prefix, size_t dir_prefix_len
 				   const char **name, size_t *name_len,
 				   enum fs_name_verdict *verdict);
 
-/* 64-bit hash of bytes (FNV-1a with a final avalanche mix). */
+/* util_hash64 (feedfs/hash.h): FNV-1a with the shared finaliser; the name
+ * stays because inode numbers and every fs table are keyed by it. */
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed);
 
 /* One directory entry as listed. */

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include "feedfs/hash.h"
 #include "feedfs/util.h"
 #include "feedfs/log.h"
 
@@ -93,9 +94,26 @@ static void t_log_level(void)
 	CHECK_EQ_INT(log_level_parse("loud"), -EINVAL);
 }
 
+/* Published FNV-1a 64 values (any build, any host must agree on them: a socket
+ * name is derived from one), and the finaliser's values, which the disk cache's
+ * block identities depend on. */
+static void t_hash(void)
+{
+	CHECK_EQ_INT(util_fnv1a64(UTIL_FNV1A64_INIT, "", 0), 0xcbf29ce484222325ULL);
+	CHECK_EQ_INT(util_fnv1a64(UTIL_FNV1A64_INIT, "a", 1), 0xaf63dc4c8601ec8cULL);
+	CHECK_EQ_INT(util_fnv1a64(UTIL_FNV1A64_INIT, "foobar", 6), 0x85944171f73967e8ULL);
+	/* Continuing over fields is the same as hashing their concatenation. */
+	CHECK_EQ_INT(util_fnv1a64(util_fnv1a64(UTIL_FNV1A64_INIT, "foo", 3), "bar", 3),
+		     0x85944171f73967e8ULL);
+	CHECK_EQ_INT(util_mix64(0), 0);
+	CHECK_EQ_INT(util_mix64(1), 0xb456bcfc34c2cb2cULL);
+	CHECK_EQ_INT(util_hash64("foobar", 6, 0), 0x2c22194922d1672bULL);
+	CHECK(util_hash64("foobar", 6, 1) != util_hash64("foobar", 6, 0));
+}
+
 static const struct test tests[] = {
 	TEST(t_parse_size), TEST(t_parse_seconds), TEST(t_parse_u32), TEST(t_uri),
-	TEST(t_log_level), { 0 },
+	TEST(t_log_level), TEST(t_hash), { 0 },
 };
 
 int main(void)
