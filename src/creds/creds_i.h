@@ -1,7 +1,7 @@
 /*
  * creds_i.h — private to src/creds/: the provider constructors, the chain's test
  * seam (custom providers, injectable clock) and the small helpers every provider
- * shares (string copies that wipe, HTTP, JSON, ISO 8601 times).
+ * shares (string copies that wipe, HTTP, JSON; ISO 8601 times are util_parse_iso8601_ms).
  *
  * Provider contract (see also struct creds_provider_ops in creds.h):
  *   *_new(opts, &state) -> 0, or -errno (only on allocation-type failures; a
@@ -78,17 +78,12 @@ void creds_copy(struct s3_creds *dst, const struct s3_creds *src);
 /* Free a string that may hold a secret. */
 void creds_free_secret(char *s);
 
-/* Environment lookup that treats "" as unset. */
-const char *creds_getenv(const char *name);
 /* "1", "true", "yes", "on" (any case). */
 int creds_env_true(const char *name);
 
 /* Read a small file (<= max bytes) into a NUL-terminated buffer; trailing
  * whitespace is stripped. 0 or -errno. Caller frees with creds_free_secret. */
 int creds_read_file(const char *path, size_t max, char **out);
-
-/* "2024-05-01T12:00:00Z", "...:00.123Z", "...+08:00" -> wall ms. 0 or -EINVAL. */
-int creds_parse_iso8601(const char *s, int64_t *out_ms);
 
 /* A metadata role name: 1..n of [A-Za-z0-9_+=,.@-] (IAM's own set). */
 int creds_role_name_ok(const char *s, size_t n);

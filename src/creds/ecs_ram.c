@@ -32,8 +32,8 @@ struct ecs_state {
 int creds_ecs_ram_new(const struct creds_options *o, void **state)
 {
 	struct ecs_state *st = xcalloc(1, sizeof(*st));
-	const char *ep = creds_getenv("ALIBABA_CLOUD_ECS_METADATA_ENDPOINT");
-	const char *role = creds_getenv("ALIBABA_CLOUD_ECS_METADATA");
+	const char *ep = util_getenv_nonempty("ALIBABA_CLOUD_ECS_METADATA_ENDPOINT");
+	const char *role = util_getenv_nonempty("ALIBABA_CLOUD_ECS_METADATA");
 	char *url;
 
 	*state = st;
@@ -130,7 +130,7 @@ static int ecs_load(void *state, struct s3_creds *out)
 			creds_reason(st->m.reason, "%s: role %s: Code %.64s", st->mds.endpoint,
 				     st->role, code);
 			rc = -EIO;
-		} else if (!ak || !sk || !tok || !exp || creds_parse_iso8601(exp, &exp_ms)) {
+		} else if (!ak || !sk || !tok || !exp || util_parse_iso8601_ms(exp, &exp_ms)) {
 			creds_reason(st->m.reason, "%s: role %s: incomplete credentials",
 				     st->mds.endpoint, st->role);
 			rc = -EIO;

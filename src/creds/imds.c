@@ -33,8 +33,8 @@ struct imds_state {
 int creds_imds_new(const struct creds_options *o, void **state)
 {
 	struct imds_state *st = xcalloc(1, sizeof(*st));
-	const char *ep = creds_getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
-	const char *mode = creds_getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
+	const char *ep = util_getenv_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT");
+	const char *mode = util_getenv_nonempty("AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE");
 
 	*state = st;
 	if (creds_env_true("AWS_EC2_METADATA_DISABLED")) {

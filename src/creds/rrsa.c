@@ -64,7 +64,7 @@ int creds_parse_aliyun_sts_json(const char *s, size_t len, struct s3_creds *out,
 			     !sk ? "AccessKeySecret" : !tok ? "SecurityToken" : "Expiration");
 		goto out;
 	}
-	if (creds_parse_iso8601(exp, &exp_ms)) {
+	if (util_parse_iso8601_ms(exp, &exp_ms)) {
 		creds_reason(reason, "STS Expiration '%.40s' is not a time", exp);
 		goto out;
 	}
@@ -82,8 +82,8 @@ struct rrsa_state {
 
 static char *aliyun_sts_endpoint(void)
 {
-	const char *v = creds_getenv("ALIBABA_CLOUD_STS_ENDPOINT");
-	const char *region = creds_getenv("ALIBABA_CLOUD_STS_REGION");
+	const char *v = util_getenv_nonempty("ALIBABA_CLOUD_STS_ENDPOINT");
+	const char *region = util_getenv_nonempty("ALIBABA_CLOUD_STS_REGION");
 
 	if (v)
 		return strstr(v, "://") ? xstrdup(v) : xasprintf("https://%s", v);
@@ -104,7 +104,7 @@ int creds_rrsa_new(const struct creds_options *o, void **state)
 
 	*state = st;
 	for (int i = 0; i < 3; i++)
-		set += (v[i] = creds_getenv(names[i])) != NULL;
+		set += (v[i] = util_getenv_nonempty(names[i])) != NULL;
 	if (set == 0) {
 		creds_reason(st->m.reason, "ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN, "
 			     "ALIBABA_CLOUD_OIDC_TOKEN_FILE not set");
@@ -120,8 +120,8 @@ int creds_rrsa_new(const struct creds_options *o, void **state)
 	st->role_arn = xstrdup(v[0]);
 	st->provider_arn = xstrdup(v[1]);
 	st->token_file = xstrdup(v[2]);
-	st->session_name = creds_getenv("ALIBABA_CLOUD_ROLE_SESSION_NAME")
-		? xstrdup(creds_getenv("ALIBABA_CLOUD_ROLE_SESSION_NAME"))
+	st->session_name = util_getenv_nonempty("ALIBABA_CLOUD_ROLE_SESSION_NAME")
+		? xstrdup(util_getenv_nonempty("ALIBABA_CLOUD_ROLE_SESSION_NAME"))
 		: xasprintf("feedfs-%ld", (long)getpid());
 	st->endpoint = aliyun_sts_endpoint();
 	return 0;

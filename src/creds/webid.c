@@ -111,7 +111,7 @@ int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char 
 		rc = -EINVAL;
 		goto out;
 	}
-	if (creds_parse_iso8601(exp, &exp_ms)) {
+	if (util_parse_iso8601_ms(exp, &exp_ms)) {
 		creds_reason(reason, "STS Expiration '%.40s' is not a time", exp);
 		rc = -EINVAL;
 		goto out;
@@ -134,15 +134,15 @@ struct webid_state {
 /* STS endpoint from the environment and region, shared with nothing else. */
 static char *sts_endpoint(const struct creds_options *o)
 {
-	const char *v = creds_getenv("AWS_ENDPOINT_URL_STS");
-	const char *region = o && o->region ? o->region : creds_getenv("AWS_REGION");
+	const char *v = util_getenv_nonempty("AWS_ENDPOINT_URL_STS");
+	const char *region = o && o->region ? o->region : util_getenv_nonempty("AWS_REGION");
 
 	if (!v)
-		v = creds_getenv("AWS_ENDPOINT_URL");
+		v = util_getenv_nonempty("AWS_ENDPOINT_URL");
 	if (v)
 		return xstrdup(v);
 	if (!region)
-		region = creds_getenv("AWS_DEFAULT_REGION");
+		region = util_getenv_nonempty("AWS_DEFAULT_REGION");
 	if (region)
 		return xasprintf("https://sts.%s.amazonaws.com%s", region,
 				 !strncmp(region, "cn-", 3) ? ".cn" : "");
@@ -152,9 +152,9 @@ static char *sts_endpoint(const struct creds_options *o)
 int creds_webid_new(const struct creds_options *o, void **state)
 {
 	struct webid_state *st = xcalloc(1, sizeof(*st));
-	const char *tf = creds_getenv("AWS_WEB_IDENTITY_TOKEN_FILE");
-	const char *arn = creds_getenv("AWS_ROLE_ARN");
-	const char *sn = creds_getenv("AWS_ROLE_SESSION_NAME");
+	const char *tf = util_getenv_nonempty("AWS_WEB_IDENTITY_TOKEN_FILE");
+	const char *arn = util_getenv_nonempty("AWS_ROLE_ARN");
+	const char *sn = util_getenv_nonempty("AWS_ROLE_SESSION_NAME");
 
 	*state = st;
 	if (!tf && !arn) {

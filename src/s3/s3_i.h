@@ -57,8 +57,6 @@ int s3_list_parse(const char *body, size_t len, struct s3_list_page *out);
  * NextMarker when the server sent one, else the greatest key or common prefix
  * of this page (servers omit NextMarker without a delimiter, and some with). */
 int s3_list_parse_v1(const char *body, size_t len, struct s3_list_page *out);
-/* "2024-01-02T03:04:05.123Z" -> wall ms. 0 or -EINVAL. */
-int s3_parse_iso8601_ms(const char *s, int64_t *out_ms);
 /* Form-style decoding used by S3's encoding-type=url: %XX and '+' -> ' '.
  * Returns malloc'd bytes (NUL-terminated) and length, or NULL if malformed. */
 char *s3_url_decode(const char *s, size_t len, size_t *out_len);

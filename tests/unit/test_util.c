@@ -111,9 +111,86 @@ static void t_hash(void)
 	CHECK(util_hash64("foobar", 6, 1) != util_hash64("foobar", 6, 0));
 }
 
+/* The one ISO 8601 parser: the inputs both of its predecessors were tested
+ * with (s3/list.c's for LastModified, creds/common.c's for expiries) plus the
+ * rule they disagreed on: a time without a zone is UTC. */
+static void t_iso8601(void)
+{
+	static const struct {
+		const char *s;
+		int rc;
+		int64_t ms;
+	} cases[] = {
+#define T0 1700000000000LL   /* 2023-11-14T22:13:20Z */
+		{ "2023-11-14T22:13:20Z", 0, T0 },
+		{ "2023-11-14T22:13:20z", 0, T0 },
+		{ "2023-11-14T22:13:20.250Z", 0, T0 + 250 },
+		{ "2023-11-14T22:13:20.5Z", 0, T0 + 500 },
+		{ "2023-11-14T22:13:20.999999Z", 0, T0 + 999 },
+		{ "2023-11-15T06:13:20+08:00", 0, T0 },
+		{ "2023-11-14T22:13:20+00:00", 0, T0 },
+		{ "2023-11-14T21:13:20-0100", 0, T0 },
+		{ "2023-11-14T17:43:20.250-04:30", 0, T0 + 250 },
+		{ "2023-11-14T22:13Z", 0, T0 - 20000 },
+		{ "2023-11-14 22:13:20Z", 0, T0 },
+		{ "2023-11-14T22:13:20", 0, T0 },          /* no zone: UTC */
+		{ "2023-11-14T22:13:20.125", 0, T0 + 125 },
+		{ "1970-01-01T00:00:01.5Z", 0, 1500 },
+		{ "2024-02-29T23:59:59.123456Z", 0, 1709251199123LL },   /* leap day */
+		{ "2000-02-29T00:00:00Z", 0, 951782400000LL },          /* 400-year leap */
+		{ "2023-02-29T00:00:00Z", -EINVAL, 0 },
+		{ "1900-02-29T00:00:00Z", -EINVAL, 0 },   /* also before 1970 */
+		{ "2023-04-31T00:00:00Z", -EINVAL, 0 },
+		{ "1969-12-31T23:59:59Z", -EINVAL, 0 },
+		{ "2023-13-14T22:13:20Z", -EINVAL, 0 },
+		{ "2023-11-14T24:00:00Z", -EINVAL, 0 },
+		{ "2023-11-14T22:60:00Z", -EINVAL, 0 },
+		{ "2023-11-14T22:13:20.Z", -EINVAL, 0 },
+		{ "2023-11-14T22:13:20+8", -EINVAL, 0 },
+		{ "2023-11-14T22:13:20+08:", -EINVAL, 0 },
+		{ "2023-11-14T22:13:20+24:00", -EINVAL, 0 },
+		{ "2023-11-14T22:13:20Zjunk", -EINVAL, 0 },
+		{ "2024-02-29T23:59:59Zjunk", -EINVAL, 0 },
+		{ "2023-11-14T22:13:20 ", -EINVAL, 0 },
+		{ "2024-02-29", -EINVAL, 0 },
+		{ "2023-1-14T22:13:20Z", -EINVAL, 0 },
+		{ "", -EINVAL, 0 },
+		{ "yesterday", -EINVAL, 0 },
+#undef T0
+	};
+	int64_t ms = 7;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc;
+
+		ms = -1;
+		rc = util_parse_iso8601_ms(cases[i].s, &ms);
+		if (rc != cases[i].rc || (rc == 0 && ms != cases[i].ms))
+			harness_fail(__FILE__, __LINE__, "\"%s\": rc %d ms %lld", cases[i].s, rc,
+				     (long long)ms);
+		if (rc != 0 && ms != -1)
+			harness_fail(__FILE__, __LINE__, "\"%s\": failed but wrote %lld",
+				     cases[i].s, (long long)ms);
+	}
+	ms = 7;
+	CHECK_EQ_INT(util_parse_iso8601_ms(NULL, &ms), -EINVAL);
+	CHECK_EQ_INT(ms, 7);
+}
+
+static void t_getenv_nonempty(void)
+{
+	setenv("FEEDFS_T_ENV", "v", 1);
+	CHECK_STR(util_getenv_nonempty("FEEDFS_T_ENV"), "v");
+	setenv("FEEDFS_T_ENV", "", 1);
+	CHECK(util_getenv_nonempty("FEEDFS_T_ENV") == NULL);
+	unsetenv("FEEDFS_T_ENV");
+	CHECK(util_getenv_nonempty("FEEDFS_T_ENV") == NULL);
+}
+
 static const struct test tests[] = {
 	TEST(t_parse_size), TEST(t_parse_seconds), TEST(t_parse_u32), TEST(t_uri),
-	TEST(t_log_level), TEST(t_hash), { 0 },
+	TEST(t_log_level), TEST(t_hash),
+	TEST(t_iso8601), TEST(t_getenv_nonempty), { 0 },
 };
 
 int main(void)
