@@ -1,7 +1,8 @@
 /*
  * util — small helpers shared by every module: size and duration parsing, clocks,
  * ISO 8601 times, environment, checked allocation, URI percent-encoding.
- * The hash has a header of its own (feedfs/hash.h).
+ * The hash (feedfs/hash.h) and the growable buffer (feedfs/buf.h) have headers
+ * of their own.
  */
 #ifndef FEEDFS_UTIL_H
 #define FEEDFS_UTIL_H

@@ -9,6 +9,7 @@
  */
 #include "creds_i.h"
 
+#include "feedfs/buf.h"
 #include "feedfs/util.h"
 
 #include <curl/curl.h>
@@ -28,40 +29,20 @@ static void curl_init(void)
 }
 
 struct body {
-	char *buf;
-	size_t len, cap;
+	struct util_buf b;      /* .wipe: a body may carry credentials */
 	int too_big;
 };
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
-	struct body *b = arg;
+	struct body *bd = arg;
 	size_t add = size * n;
 
-	if (b->len + add > CREDS_HTTP_MAX_BODY) {
-		b->too_big = 1;
+	if (bd->b.len + add > CREDS_HTTP_MAX_BODY) {
+		bd->too_big = 1;
 		return 0;
 	}
-	if (b->len + add + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *nb;
-
-		while (cap < b->len + add + 1)
-			cap *= 2;
-		nb = xmalloc(cap);
-		if (b->len)
-			memcpy(nb, b->buf, b->len);
-		if (b->buf) {
-			util_wipe(b->buf, b->cap);
-			free(b->buf);
-		}
-		b->buf = nb;
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, p, add);
-	b->len += add;
-	b->buf[b->len] = '\0';
-	return add;
+	return util_buf_append(&bd->b, p, add) ? 0 : add;
 }
 
 static int map_curl(CURLcode rc)
@@ -85,7 +66,7 @@ static int map_curl(CURLcode rc)
 int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err)
 {
 	struct curl_slist *hdrs = NULL;
-	struct body b = { 0 };
+	struct body b = { .b.wipe = 1 };
 	char cerr[CURL_ERROR_SIZE] = "";
 	CURL *h;
 	CURLcode rc;
@@ -131,9 +112,12 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char
 	rc = curl_easy_perform(h);
 	if (rc == CURLE_OK) {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
-		rs->body = b.buf ? b.buf : xstrdup("");
-		rs->len = b.len;
-		b.buf = NULL;
+		rs->len = b.b.len;
+		rs->body = util_buf_take(&b.b);   /* not NULL: a failed append fails the transfer */
+		if (!rs->body) {
+			rs->len = 0;
+			rs->body = xstrdup("");
+		}
 	} else if (b.too_big) {
 		creds_reason(err, "response larger than %d bytes", CREDS_HTTP_MAX_BODY);
 		ret = -EMSGSIZE;
@@ -142,10 +126,7 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char
 		creds_reason(err, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
 		ret = map_curl(rc);
 	}
-	if (b.buf) {
-		util_wipe(b.buf, b.cap);
-		free(b.buf);
-	}
+	util_buf_free(&b.b);
 	/* The list may hold a token; libcurl frees it without wiping. */
 	for (struct curl_slist *l = hdrs; l; l = l->next)
 		util_wipe(l->data, strlen(l->data));

@@ -335,13 +335,13 @@ int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
 	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
-		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, out)
-				 : s3_list_parse(r->body, r->body_len, out);
+		ret = c->list_v1 ? s3_list_parse_v1(r->body.p, r->body.len, out)
+				 : s3_list_parse(r->body.p, r->body.len, out);
 		if (ret) {
 			atomic_fetch_add_explicit(&c->n_errors, 1, memory_order_relaxed);
 			log_err(TAG, "LIST prefix '%s': malformed ListObjects%s response "
 				"(%zu bytes, request id %s)", prefix ? prefix : "",
-				c->list_v1 ? " V1" : "V2", r->body_len,
+				c->list_v1 ? " V1" : "V2", r->body.len,
 				r->request_id[0] ? r->request_id : "-");
 		}
 	}
@@ -562,8 +562,8 @@ static int check_once(struct s3_client *c, const char *prefix, struct s3_req **o
 	atomic_fetch_add_explicit(&c->n_lists, 1, memory_order_relaxed);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
-		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, &page)
-				 : s3_list_parse(r->body, r->body_len, &page);
+		ret = c->list_v1 ? s3_list_parse_v1(r->body.p, r->body.len, &page)
+				 : s3_list_parse(r->body.p, r->body.len, &page);
 		if (ret == 0)
 			s3_list_page_cleanup(&page);
 		else

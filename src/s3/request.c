@@ -136,7 +136,7 @@ void s3_req_free(struct s3_req *r)
 	free(r->host);
 	free(r->canonical_uri);
 	free(r->if_match);
-	free(r->body);
+	util_buf_free(&r->body);
 	if (r->hdrs) {
 		for (struct curl_slist *l = r->hdrs; l; l = l->next)
 			util_wipe(l->data, strlen(l->data));
@@ -160,26 +160,11 @@ int64_t s3_backoff_ms(int attempt, uint64_t rnd)
 
 static int body_append(struct s3_req *r, const char *p, size_t n, size_t limit)
 {
-	if (r->body_len + n > limit) {
+	if (r->body.len + n > limit) {
 		r->body_too_big = 1;
 		return 0;
 	}
-	if (r->body_len + n + 1 > r->body_cap) {
-		size_t cap = r->body_cap ? r->body_cap : 4096;
-		char *nb;
-
-		while (cap < r->body_len + n + 1)
-			cap *= 2;
-		nb = realloc(r->body, cap);
-		if (!nb)
-			return -ENOMEM;
-		r->body = nb;
-		r->body_cap = cap;
-	}
-	memcpy(r->body + r->body_len, p, n);
-	r->body_len += n;
-	r->body[r->body_len] = '\0';
-	return 0;
+	return util_buf_append(&r->body, p, n);
 }
 
 /* 1 when Content-Range says the object ends before the range we asked for:
@@ -414,7 +399,7 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->status = 0;
 	r->got = 0;
 	r->overflow = 0;
-	r->body_len = 0;
+	util_buf_reset(&r->body);
 	r->body_too_big = 0;
 	r->have_content_length = 0;
 	r->content_range[0] = r->etag[0] = r->request_id[0] = r->curl_err[0] = '\0';
@@ -599,8 +584,8 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		err = s > 0 ? -EIO : s;
 		retry = s > 0;
 	} else {
-		if (r->body_len)
-			s3_error_parse(r->body, r->body_len, &r->err);
+		if (r->body.len)
+			s3_error_parse(r->body.p, r->body.len, &r->err);
 		if (!r->err.request_id[0])
 			snprintf(r->err.request_id, sizeof(r->err.request_id), "%s", r->request_id);
 		err = s3_error_errno(r->status, r->err.code, &retry);

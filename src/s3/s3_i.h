@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "feedfs/buf.h"
 #include "feedfs/s3.h"
 #include "sigv4_i.h"
 
@@ -115,8 +116,7 @@ struct s3_req {
 	long status;
 	size_t got;                 /* GET bytes written into buf */
 	int overflow;               /* GET body longer than asked */
-	char *body;                 /* error / list body */
-	size_t body_len, body_cap;
+	struct util_buf body;       /* error / list body */
 	int body_too_big;
 	uint64_t content_length;
 	int have_content_length;

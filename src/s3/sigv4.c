@@ -23,59 +23,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "feedfs/buf.h"
 #include "feedfs/creds.h"
 #include "feedfs/util.h"
-
-/* A growable string; on allocation failure it remembers and every later call is
- * a no-op, so callers check once at the end. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_putn(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *np;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-	sb_putn(b, s, strlen(s));
-}
-
-static void sb_putc(struct sbuf *b, char c)
-{
-	sb_putn(b, &c, 1);
-}
-
-/* Returns the string (caller frees) or NULL when any append failed. */
-static char *sb_take(struct sbuf *b)
-{
-	if (b->oom || !b->p) {
-		free(b->p);
-		return b->oom ? NULL : strdup("");
-	}
-	return b->p;
-}
 
 static int is_unreserved(unsigned char c)
 {
@@ -120,7 +70,7 @@ static int enc_kv_cmp(const void *a, const void *b)
 char *sigv4_canonical_query(const struct sigv4_kv *q, size_t n)
 {
 	struct enc_kv *e = calloc(n ? n : 1, sizeof(*e));
-	struct sbuf b = {0};
+	struct util_buf b = {0};
 	char *res = NULL;
 	size_t i;
 
@@ -138,12 +88,12 @@ char *sigv4_canonical_query(const struct sigv4_kv *q, size_t n)
 	qsort(e, n, sizeof(*e), enc_kv_cmp);
 	for (i = 0; i < n; i++) {
 		if (i)
-			sb_putc(&b, '&');
-		sb_puts(&b, e[i].name);
-		sb_putc(&b, '=');
-		sb_puts(&b, e[i].value);
+			util_buf_putc(&b, '&');
+		util_buf_puts(&b, e[i].name);
+		util_buf_putc(&b, '=');
+		util_buf_puts(&b, e[i].value);
 	}
-	res = sb_take(&b);
+	res = util_buf_take(&b);
 	b.p = NULL;
 out:
 	for (i = 0; i < n; i++) {
@@ -255,7 +205,7 @@ int sigv4_sign(const struct sigv4_input *in, const struct s3_creds *cr,
 {
 	struct canon_hdr *h = NULL;
 	size_t nh = 0, i;
-	struct sbuf b = {0}, signed_names = {0};
+	struct util_buf b = {0}, signed_names = {0};
 	char *query = NULL, date8[9], scope_tail[256], hash_hex[65], sig_hex[65];
 	unsigned char k[32];
 	int ret = -ENOMEM;
@@ -291,36 +241,36 @@ int sigv4_sign(const struct sigv4_input *in, const struct s3_creds *cr,
 	if (!query)
 		goto fail;
 
-	sb_puts(&b, in->method);
-	sb_putc(&b, '\n');
-	sb_puts(&b, in->canonical_uri[0] ? in->canonical_uri : "/");
-	sb_putc(&b, '\n');
-	sb_puts(&b, query);
-	sb_putc(&b, '\n');
+	util_buf_puts(&b, in->method);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, in->canonical_uri[0] ? in->canonical_uri : "/");
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, query);
+	util_buf_putc(&b, '\n');
 	for (i = 0; i < nh; i++) {
 		/* Repeated names become one line with values joined by ','. */
 		if (i && strcmp(h[i].name, h[i - 1].name) == 0) {
-			sb_putc(&b, ',');
-			sb_puts(&b, h[i].value);
+			util_buf_putc(&b, ',');
+			util_buf_puts(&b, h[i].value);
 			continue;
 		}
 		if (i) {
-			sb_putc(&b, '\n');
-			sb_putc(&signed_names, ';');
+			util_buf_putc(&b, '\n');
+			util_buf_putc(&signed_names, ';');
 		}
-		sb_puts(&b, h[i].name);
-		sb_putc(&b, ':');
-		sb_puts(&b, h[i].value);
-		sb_puts(&signed_names, h[i].name);
+		util_buf_puts(&b, h[i].name);
+		util_buf_putc(&b, ':');
+		util_buf_puts(&b, h[i].value);
+		util_buf_puts(&signed_names, h[i].name);
 	}
-	sb_puts(&b, "\n\n");
-	sb_puts(&signed_names, "");
+	util_buf_puts(&b, "\n\n");
+	util_buf_puts(&signed_names, "");
 	if (signed_names.oom)
 		goto fail;
-	sb_puts(&b, signed_names.p);
-	sb_putc(&b, '\n');
-	sb_puts(&b, out->content_sha256);
-	out->canonical_request = sb_take(&b);
+	util_buf_puts(&b, signed_names.p);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, out->content_sha256);
+	out->canonical_request = util_buf_take(&b);
 	b.p = NULL;
 	if (!out->canonical_request)
 		goto fail;
@@ -331,14 +281,14 @@ int sigv4_sign(const struct sigv4_input *in, const struct s3_creds *cr,
 		ret = -EIO;
 		goto fail;
 	}
-	b = (struct sbuf){0};
-	sb_puts(&b, "AWS4-HMAC-SHA256\n");
-	sb_puts(&b, out->amz_date);
-	sb_putc(&b, '\n');
-	sb_puts(&b, scope_tail);
-	sb_putc(&b, '\n');
-	sb_puts(&b, hash_hex);
-	out->string_to_sign = sb_take(&b);
+	b = (struct util_buf){0};
+	util_buf_puts(&b, "AWS4-HMAC-SHA256\n");
+	util_buf_puts(&b, out->amz_date);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, scope_tail);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, hash_hex);
+	out->string_to_sign = util_buf_take(&b);
 	b.p = NULL;
 	if (!out->string_to_sign)
 		goto fail;
@@ -364,16 +314,16 @@ int sigv4_sign(const struct sigv4_input *in, const struct s3_creds *cr,
 		util_wipe(k, sizeof(k));
 	}
 
-	b = (struct sbuf){0};
-	sb_puts(&b, "AWS4-HMAC-SHA256 Credential=");
-	sb_puts(&b, cr->access_key_id);
-	sb_putc(&b, '/');
-	sb_puts(&b, scope_tail);
-	sb_puts(&b, ", SignedHeaders=");
-	sb_puts(&b, signed_names.p);
-	sb_puts(&b, ", Signature=");
-	sb_puts(&b, sig_hex);
-	out->authorization = sb_take(&b);
+	b = (struct util_buf){0};
+	util_buf_puts(&b, "AWS4-HMAC-SHA256 Credential=");
+	util_buf_puts(&b, cr->access_key_id);
+	util_buf_putc(&b, '/');
+	util_buf_puts(&b, scope_tail);
+	util_buf_puts(&b, ", SignedHeaders=");
+	util_buf_puts(&b, signed_names.p);
+	util_buf_puts(&b, ", Signature=");
+	util_buf_puts(&b, sig_hex);
+	out->authorization = util_buf_take(&b);
 	b.p = NULL;
 	if (!out->authorization)
 		goto fail;

@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include "feedfs/buf.h"
 #include "feedfs/hash.h"
 #include "feedfs/util.h"
 #include "feedfs/log.h"
@@ -187,10 +188,76 @@ static void t_getenv_nonempty(void)
 	CHECK(util_getenv_nonempty("FEEDFS_T_ENV") == NULL);
 }
 
+static void t_buf(void)
+{
+	struct util_buf b = { 0 };
+	char big[1000], *s;
+
+	s = util_buf_take(&b);              /* "" when nothing was appended */
+	CHECK_STR(s, "");
+	free(s);
+	CHECK_EQ_INT(util_buf_puts(&b, "ab"), 0);
+	CHECK_EQ_INT(util_buf_putc(&b, 'c'), 0);
+	CHECK_EQ_INT(util_buf_append(&b, "\0d", 2), 0);
+	CHECK_EQ_INT(b.len, 5);
+	CHECK_MEM(b.p, "abc\0d", 6);        /* NULs kept, and terminated */
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)('a' + i % 26);
+	CHECK_EQ_INT(util_buf_append(&b, big, sizeof(big)), 0);   /* grows past one step */
+	CHECK_EQ_INT(b.len, 1005);
+	CHECK(b.cap > b.len);
+	CHECK_MEM(b.p, "abc\0d", 5);
+	CHECK_MEM(b.p + 5, big, sizeof(big));
+	CHECK_EQ_INT(b.p[1005], '\0');
+	/* reset keeps the storage and empties the string */
+	{
+		char *before = b.p;
+		size_t cap = b.cap;
+
+		util_buf_reset(&b);
+		CHECK(b.p == before && b.cap == cap && b.len == 0 && b.p[0] == '\0');
+	}
+	/* An impossible size fails, sticks, and take gives NULL. */
+	CHECK_EQ_INT(util_buf_reserve(&b, (size_t)-1), -ENOMEM);
+	CHECK(b.oom);
+	CHECK_EQ_INT(util_buf_puts(&b, "x"), -ENOMEM);
+	CHECK_EQ_INT(b.len, 0);
+	CHECK(util_buf_take(&b) == NULL);
+	CHECK(b.p == NULL && b.len == 0 && b.cap == 0 && !b.oom);
+	/* take hands over the bytes and leaves the buffer empty */
+	util_buf_puts(&b, "xyz");
+	s = util_buf_take(&b);
+	CHECK_STR(s, "xyz");
+	CHECK(b.p == NULL && b.len == 0);
+	free(s);
+	util_buf_free(&b);
+}
+
+/* A secret buffer is wiped on reset (the bytes after the NUL are zero too). */
+static void t_buf_wipe(void)
+{
+	struct util_buf b = { .wipe = 1 };
+
+	CHECK_EQ_INT(util_buf_puts(&b, "secret"), 0);
+	util_buf_reset(&b);
+	CHECK_MEM(b.p, "\0\0\0\0\0\0", 6);
+	CHECK(b.wipe);
+	/* growth moves a secret: the new storage has the bytes, all of them */
+	util_buf_puts(&b, "k");
+	for (int i = 0; i < 600; i++)
+		util_buf_putc(&b, 's');
+	CHECK_EQ_INT(b.len, 601);
+	CHECK_EQ_INT(b.p[0], 'k');
+	CHECK_EQ_INT(b.p[600], 's');
+	util_buf_free(&b);
+	CHECK(b.p == NULL && b.wipe);
+}
+
 static const struct test tests[] = {
 	TEST(t_parse_size), TEST(t_parse_seconds), TEST(t_parse_u32), TEST(t_uri),
 	TEST(t_log_level), TEST(t_hash),
-	TEST(t_iso8601), TEST(t_getenv_nonempty), { 0 },
+	TEST(t_iso8601), TEST(t_getenv_nonempty),
+	TEST(t_buf), TEST(t_buf_wipe), { 0 },
 };
 
 int main(void)
