@@ -1,8 +1,8 @@
 /*
  * util — small helpers shared by every module: size and duration parsing, clocks,
  * ISO 8601 times, environment, checked allocation, URI percent-encoding.
- * The hash (feedfs/hash.h) and the growable buffer (feedfs/buf.h) have headers
- * of their own.
+ * The hash (feedfs/hash.h), the growable buffer (feedfs/buf.h) and libcurl's
+ * start and errno map (feedfs/util_curl.h) have headers of their own.
  */
 #ifndef FEEDFS_UTIL_H
 #define FEEDFS_UTIL_H

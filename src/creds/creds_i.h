@@ -121,9 +121,10 @@ struct creds_http_resp {
 
 #define CREDS_HTTP_MAX_BODY (256 * 1024)
 
-/* 0 when any HTTP response arrived (check status); -ECONNREFUSED, -ETIMEDOUT,
- * -EHOSTUNREACH, -EIO, -EMSGSIZE on transport failure, with a short secret-free
- * description in err (CREDS_REASON_MAX). */
+/* 0 when any HTTP response arrived (check status); on transport failure
+ * util_curl_errno's -errno (-ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOMEM,
+ * -EIO) or -EMSGSIZE for a body over CREDS_HTTP_MAX_BODY, with a short
+ * secret-free description in err (CREDS_REASON_MAX). */
 int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err);
 void creds_http_resp_cleanup(struct creds_http_resp *rs);
 

@@ -11,22 +11,13 @@
 
 #include "feedfs/buf.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	/* Reference counted inside libcurl; the s3 module may call it too. */
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 struct body {
 	struct util_buf b;      /* .wipe: a body may carry credentials */
@@ -45,24 +36,6 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 	return util_buf_append(&bd->b, p, add) ? 0 : add;
 }
 
-static int map_curl(CURLcode rc)
-{
-	switch (rc) {
-	case CURLE_COULDNT_CONNECT:
-		return -ECONNREFUSED;
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		return -EHOSTUNREACH;
-	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_URL_MALFORMAT:
-		return -EINVAL;
-	default:
-		return -EIO;
-	}
-}
-
 int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err)
 {
 	struct curl_slist *hdrs = NULL;
@@ -73,8 +46,7 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char
 	int ret = 0;
 
 	memset(rs, 0, sizeof(*rs));
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK) {
+	if (util_curl_init()) {
 		creds_reason(err, "libcurl initialisation failed");
 		return -EIO;
 	}
@@ -124,7 +96,7 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char
 	} else {
 		/* curl's message names the host and the cause; never a header. */
 		creds_reason(err, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
-		ret = map_curl(rc);
+		ret = util_curl_errno(rc, NULL);
 	}
 	util_buf_free(&b.b);
 	/* The list may hold a token; libcurl frees it without wiping. */

@@ -20,6 +20,7 @@
 #include "feedfs/creds.h"
 #include "feedfs/log.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 
 #define TAG "s3"
 
@@ -29,7 +30,7 @@ static int s3_global_ok;
 static void s3_global_init(void)
 {
 	/* Both must run once before any thread uses them. */
-	s3_global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+	s3_global_ok = util_curl_init() == 0;
 	xmlInitParser();
 }
 

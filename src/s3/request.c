@@ -21,6 +21,7 @@
 #include "feedfs/creds.h"
 #include "feedfs/log.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 
 #define TAG "s3"
 #define S3_QUICK_TIMEOUT_MS 3000
@@ -462,32 +463,6 @@ long s3_get_recv_buf(int max_connections)
 	return per < S3_RECV_BUF_MIN ? S3_RECV_BUF_MIN : per;
 }
 
-static int transport_errno(CURLcode cc, int *retry)
-{
-	*retry = 1;
-	switch (cc) {
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		return -EHOSTUNREACH;
-	case CURLE_COULDNT_CONNECT:
-		return -ECONNREFUSED;
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_URL_MALFORMAT:
-	case CURLE_UNSUPPORTED_PROTOCOL:
-		*retry = 0;     /* a wrong certificate will not fix itself */
-		return -EIO;
-	case CURLE_OUT_OF_MEMORY:
-		*retry = 0;
-		return -ENOMEM;
-	default:
-		return -EIO;
-	}
-}
-
 /* Outcome of one successful-status attempt; 0 ok, 1 retry (reason set), -errno final. */
 static int check_success(struct s3_req *r)
 {
@@ -568,7 +543,7 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		err = -ETIMEDOUT;
 		retry = !r->quick;
 	} else if (cc != CURLE_OK) {
-		err = transport_errno(cc, &retry);
+		err = util_curl_errno(cc, &retry);
 		snprintf(r->reason, sizeof(r->reason), "%s",
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(cc));
 		/* The mount check must answer in seconds: no retry of the network. */

@@ -3,6 +3,7 @@
 #include "feedfs/buf.h"
 #include "feedfs/hash.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 #include "feedfs/log.h"
 
 #include <errno.h>
@@ -253,11 +254,40 @@ static void t_buf_wipe(void)
 	CHECK(b.p == NULL && b.wipe);
 }
 
+static void t_curl_errno(void)
+{
+	static const struct { CURLcode cc; int err, retry; } cases[] = {
+		{ CURLE_COULDNT_RESOLVE_HOST, -EHOSTUNREACH, 1 },
+		{ CURLE_COULDNT_RESOLVE_PROXY, -EHOSTUNREACH, 1 },
+		{ CURLE_COULDNT_CONNECT, -ECONNREFUSED, 1 },
+		{ CURLE_OPERATION_TIMEDOUT, -ETIMEDOUT, 1 },
+		{ CURLE_PEER_FAILED_VERIFICATION, -EIO, 0 },
+		{ CURLE_SSL_CACERT_BADFILE, -EIO, 0 },
+		{ CURLE_SSL_CERTPROBLEM, -EIO, 0 },
+		{ CURLE_URL_MALFORMAT, -EIO, 0 },
+		{ CURLE_UNSUPPORTED_PROTOCOL, -EIO, 0 },
+		{ CURLE_OUT_OF_MEMORY, -ENOMEM, 0 },
+		{ CURLE_RECV_ERROR, -EIO, 1 },
+		{ CURLE_GOT_NOTHING, -EIO, 1 },
+		{ CURLE_WRITE_ERROR, -EIO, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int retry = -1;
+
+		CHECK_EQ_INT(util_curl_errno(cases[i].cc, &retry), cases[i].err);
+		CHECK_EQ_INT(retry, cases[i].retry);
+		CHECK_EQ_INT(util_curl_errno(cases[i].cc, NULL), cases[i].err);
+	}
+	CHECK_EQ_INT(util_curl_init(), 0);
+	CHECK_EQ_INT(util_curl_init(), 0);   /* once; a second call is free */
+}
+
 static const struct test tests[] = {
 	TEST(t_parse_size), TEST(t_parse_seconds), TEST(t_parse_u32), TEST(t_uri),
 	TEST(t_log_level), TEST(t_hash),
 	TEST(t_iso8601), TEST(t_getenv_nonempty),
-	TEST(t_buf), TEST(t_buf_wipe), { 0 },
+	TEST(t_buf), TEST(t_buf_wipe), TEST(t_curl_errno), { 0 },
 };
 
 int main(void)
