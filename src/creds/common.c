@@ -133,34 +133,6 @@ void creds_reason(char *buf, const char *fmt, ...)
 	va_end(ap);
 }
 
-int creds_sts_post(const char *endpoint, char *body, const char *accept,
-		   creds_sts_parse_fn parse, const char *role_arn, struct s3_creds *out,
-		   char *reason, char *detail)
-{
-	const char *hdrs[] = { "Content-Type: application/x-www-form-urlencoded", accept, NULL };
-	char why[CREDS_REASON_MAX] = "";
-	struct creds_http_resp rs;
-	struct creds_http_req rq = {
-		.method = "POST", .url = endpoint, .headers = hdrs,
-		.body = body, .body_len = strlen(body),
-		.connect_timeout_ms = 3000, .timeout_ms = 10000,
-	};
-	int rc = creds_http(&rq, &rs, why);
-
-	creds_free_secret(body);
-	if (rc) {
-		creds_reason(reason, "STS %s: %s", endpoint, why);
-		return rc;
-	}
-	rc = parse(rs.body, rs.len, out, why);
-	if (rc)
-		creds_reason(reason, "STS %s (HTTP %ld): %s", endpoint, rs.status, why);
-	else
-		creds_reason(detail, "role %s via STS %s", role_arn, endpoint);
-	creds_http_resp_cleanup(&rs);
-	return rc;
-}
-
 const char *creds_state_explain(void *state)
 {
 	return ((struct creds_msgs *)state)->reason;

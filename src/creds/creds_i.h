@@ -88,7 +88,6 @@ int creds_read_file(const char *path, size_t max, char **out);
 /* A metadata role name: 1..n of [A-Za-z0-9_+=,.@-] (IAM's own set). */
 int creds_role_name_ok(const char *s, size_t n);
 
-/* snprintf into a reason buffer (never pass a secret). */
 /* Every provider's state struct begins with this, so one pair of functions
  * serves ops->explain and ops->detail for all of them. */
 struct creds_msgs {
@@ -98,6 +97,8 @@ struct creds_msgs {
 const char *creds_state_explain(void *state);
 const char *creds_state_detail(void *state);
 
+/* snprintf into a reason buffer of CREDS_REASON_MAX (never pass a secret);
+ * a NULL buf is ignored. */
 void creds_reason(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- HTTP (src/creds/http.c): libcurl easy, blocking, short timeouts -------- */
@@ -187,20 +188,43 @@ const char *json_get_str(const struct json_value *obj, const char *key);
  * Returns 0, or -EINVAL with a reason. */
 int creds_from_aws_json(const struct json_value *obj, struct s3_creds *out, char *reason);
 
+/* ---- STS role providers (src/creds/sts.c) ---------------------------------- */
+
+/* The state of web identity and RRSA, or its first member: a role assumed
+ * with a token file at an STS endpoint. */
+struct creds_sts_role {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
+	char *token_file, *role_arn, *session_name, *endpoint;
+	int half_configured;            /* some of the variables set: load is -EINVAL */
+};
+
+/* Parse an STS answer into *out: 0, or -errno with a reason. */
+typedef int (*creds_sts_parse_fn)(const char *s, size_t len, struct s3_creds *out,
+				  char *reason);
+/* The form body to POST for token (a malloc'd secret). */
+typedef char *(*creds_sts_form_fn)(const struct creds_sts_role *r, const char *token);
+
+/* What tells one STS provider from the other. */
+struct creds_sts_kind {
+	const char *token_what;         /* "web identity token" (messages) */
+	const char *accept;             /* "Accept: application/xml" */
+	creds_sts_form_fn form;
+	creds_sts_parse_fn parse;
+};
+
+/* ops->load of an STS role provider: -ENOENT when not configured, -EINVAL
+ * when half configured; else reads the token file, POSTs k->form's body to
+ * r->endpoint and parses the answer with k->parse. Fills r->m.reason on
+ * failure, r->m.detail on success. 0 or -errno. */
+int creds_sts_role_load(struct creds_sts_role *r, const struct creds_sts_kind *k,
+			struct s3_creds *out);
+/* ops->destroy for a state that is a struct creds_sts_role (frees it). */
+void creds_sts_role_destroy(void *state);
+
 /* ---- STS XML (src/creds/webid.c) ------------------------------------------ */
 
 /* Parse an AssumeRoleWithWebIdentity response (or an STS <ErrorResponse>).
  * 0 and *out filled, or -EACCES / -EINVAL with a reason naming the STS code. */
-/* The STS round trip both web identity (XML) and Aliyun RRSA (JSON) make:
- * POST the form body (a secret: wiped and freed here) to endpoint, parse the
- * answer with parse, and fill reason (on failure) or detail (on success, naming
- * role_arn). Returns 0 or -errno. */
-typedef int (*creds_sts_parse_fn)(const char *s, size_t len, struct s3_creds *out,
-				  char *reason);
-int creds_sts_post(const char *endpoint, char *body, const char *accept,
-		   creds_sts_parse_fn parse, const char *role_arn, struct s3_creds *out,
-		   char *reason, char *detail);
-
 int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char *reason);
 
 /* ---- Aliyun STS JSON (src/creds/rrsa.c) ----------------------------------- */
