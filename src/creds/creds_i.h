@@ -133,8 +133,9 @@ void creds_http_resp_cleanup(struct creds_http_resp *rs);
 char *creds_url_join(const char *base, const char *path);
 
 /* ---- metadata services (src/creds/metadata.c) ------------------------------
- * EC2 IMDSv2 and Aliyun ECS hardened mode share the token dance. Owned by one
- * provider state; used only inside its load (never concurrently). */
+ * EC2 IMDSv2 and Aliyun ECS hardened mode share the token dance and the role
+ * discovery. Owned by one provider state; used only inside its load (never
+ * concurrently). */
 
 struct creds_mds {
 	const char *name;           /* "EC2 instance metadata" (messages) */
@@ -157,6 +158,29 @@ void creds_mds_cleanup(struct creds_mds *m);
 /* GET endpoint+path with the session token. 0 when an HTTP answer came back
  * (check rs->status), else -errno with why set. */
 int creds_mds_get(struct creds_mds *m, const char *path, struct creds_http_resp *rs, char *why);
+
+/* The state of IMDS and the ECS RAM role: a role's credentials from a metadata
+ * service, the role named by the user or discovered (first line of list_path). */
+struct creds_mds_role {
+	struct creds_msgs m;        /* first: see creds_state_explain() */
+	int disabled;               /* off by environment: load is -ENOENT, no mds */
+	struct creds_mds mds;
+	const char *list_path;      /* "/latest/meta-data/iam/security-credentials/" */
+	const char *role_what;      /* "IAM role" (messages) */
+	const char *where;          /* "instance metadata" (messages) */
+	char role[256];
+	int role_fixed;             /* named by the user: not discovered */
+};
+
+struct json_value;
+/* Discover the role unless fixed, GET list_path+role and parse the JSON; a
+ * "Code" other than "Success" is an error. 0 with *v filled (json_free it), or
+ * -errno with m.reason set: -ENOENT when the service does not answer or no role
+ * is attached (a miss), -EACCES when it refuses tokens, -EINVAL for a fixed role
+ * that is not there, -EIO for an unusable answer. */
+int creds_mds_role_fetch(struct creds_mds_role *r, struct json_value *v);
+/* ops->destroy for a state that is a struct creds_mds_role (frees it). */
+void creds_mds_role_destroy(void *state);
 
 /* ---- JSON (src/creds/json.c): a small strict DOM parser --------------------- */
 
