@@ -17,10 +17,16 @@
 #include "names_i.h"
 
 #include "feedfs/hash.h"
+#include "feedfs/s3.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Listings copy the ETag S3 sent into fs entries: one that fits s3's buffer must
+ * fit ours, or a whole ETag would be cut and every If-Match would fail.
+ * (cache/warm.c's WARM_ETAG_MAX is the third such limit.) */
+_Static_assert(FS_ETAG_MAX == S3_ETAG_MAX, "FS_ETAG_MAX must equal S3_ETAG_MAX");
 
 enum fs_name_verdict fs_name_check(const char *name, size_t len)
 {

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define FS_NAME_MAX 255
-#define FS_ETAG_MAX 128            /* == S3_ETAG_MAX */
+#define FS_ETAG_MAX 128            /* == S3_ETAG_MAX, asserted in names.c */
 
 /* Why a path segment cannot be a POSIX name (0: it can). */
 enum fs_name_verdict {
