@@ -429,22 +429,15 @@ void options_version(FILE *out)
 
 /* ---- parsing --------------------------------------------------------------- */
 
-static const char *env_nonempty(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 static void set_defaults(struct options *o)
 {
 	const char *region_env;
 
 	memset(o, 0, sizeof(*o));
-	o->endpoint = env_nonempty("AWS_ENDPOINT_URL");
-	region_env = env_nonempty("AWS_REGION");
-	o->region = region_env ? region_env : env_nonempty("AWS_DEFAULT_REGION");
-	o->ca_bundle = env_nonempty("AWS_CA_BUNDLE");
+	o->endpoint = util_getenv_nonempty("AWS_ENDPOINT_URL");
+	region_env = util_getenv_nonempty("AWS_REGION");
+	o->region = region_env ? region_env : util_getenv_nonempty("AWS_DEFAULT_REGION");
+	o->ca_bundle = util_getenv_nonempty("AWS_CA_BUNDLE");
 	o->part_size = 8 * MIB;
 	o->max_memory = 512 * MIB;
 	o->metadata_ttl_ms = 60 * 1000;

@@ -1,6 +1,8 @@
 /*
  * util — small helpers shared by every module: size and duration parsing, clocks,
- * checked allocation, URI percent-encoding.
+ * ISO 8601 times, environment, checked allocation, URI percent-encoding.
+ * The hash (feedfs/hash.h), the growable buffer (feedfs/buf.h) and libcurl's
+ * start and errno map (feedfs/util_curl.h) have headers of their own.
  */
 #ifndef FEEDFS_UTIL_H
 #define FEEDFS_UTIL_H
@@ -37,6 +39,20 @@ int64_t util_now_ms(void);        /* CLOCK_MONOTONIC */
 void util_cond_init_monotonic(pthread_cond_t *cv);
 void util_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms);
 int64_t util_wall_ms(void);       /* CLOCK_REALTIME */
+
+/* ISO 8601 date and time -> wall-clock ms since the epoch; the one parser for
+ * S3's LastModified and every credential expiry. Accepted:
+ *   YYYY-MM-DD, then 'T' (or 't' or ' '), then hh:mm with optional :ss,
+ *   an optional fraction .d+ (truncated to ms),
+ *   a zone: 'Z'/'z', +hh:mm, -hh:mm, +hhmm, -hhmm, or none, which means UTC
+ *   (S3 and several STS servers write UTC without saying so).
+ * The date must exist (2023-02-29 does not), the year is 1970..9999, a second
+ * of 60 (leap) is allowed. Anything else, trailing bytes included, is -EINVAL.
+ * Returns 0 and sets *out_ms, or -EINVAL. */
+int util_parse_iso8601_ms(const char *s, int64_t *out_ms);
+
+/* getenv that treats a variable set to "" as unset: its value or NULL. */
+const char *util_getenv_nonempty(const char *name);
 
 /* malloc/calloc/strdup that abort with a log line on exhaustion: used only for
  * small bookkeeping allocations; data buffers go through the memory budget. */

@@ -13,6 +13,8 @@
  */
 #include "cksum_i.h"
 
+#include "feedfs/hash.h"
+
 #include <pthread.h>
 #include <string.h>
 
@@ -104,16 +106,6 @@ uint32_t cksum_crc32c(uint32_t crc, const void *p, size_t n)
 
 static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
-static uint64_t avalanche(uint64_t h)
-{
-	h ^= h >> 33;
-	h *= 0xFF51AFD7ED558CCDull;
-	h ^= h >> 33;
-	h *= 0xC4CEB9FE1A85EC53ull;
-	h ^= h >> 33;
-	return h;
-}
-
 static void h_word(struct cksum_h128_state *s, uint64_t w)
 {
 	s->a = rotl64(s->a ^ (w * H_K1), 31) * H_K2;
@@ -145,8 +137,8 @@ struct cksum_h128 cksum_h128_final(const struct cksum_h128_state *s)
 {
 	struct cksum_h128 h;
 
-	h.lo = avalanche(s->a ^ rotl64(s->b, 17));
-	h.hi = avalanche(s->b + s->a * H_K3);
+	h.lo = util_mix64(s->a ^ rotl64(s->b, 17));
+	h.hi = util_mix64(s->b + s->a * H_K3);
 	return h;
 }
 

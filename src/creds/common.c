@@ -1,6 +1,6 @@
 /*
  * common — helpers every provider shares: credential copies that wipe, env and
- * small-file reading, ISO 8601 expiry times. See creds_i.h.
+ * small-file reading. See creds_i.h.
  */
 #include "creds_i.h"
 
@@ -15,7 +15,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 void creds_free_secret(char *s)
@@ -57,16 +56,9 @@ void creds_copy(struct s3_creds *dst, const struct s3_creds *src)
 	dst->expires_wall_ms = src->expires_wall_ms;
 }
 
-const char *creds_getenv(const char *name)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? v : NULL;
-}
-
 int creds_env_true(const char *name)
 {
-	const char *v = creds_getenv(name);
+	const char *v = util_getenv_nonempty(name);
 
 	return v && (!strcasecmp(v, "1") || !strcasecmp(v, "true") ||
 		     !strcasecmp(v, "yes") || !strcasecmp(v, "on"));
@@ -119,86 +111,6 @@ int creds_read_file(const char *path, size_t max, char **out)
 	return 0;
 }
 
-static int digits(const char **p, int n, int *out)
-{
-	int v = 0;
-
-	for (int i = 0; i < n; i++) {
-		if (!isdigit((unsigned char)**p))
-			return -1;
-		v = v * 10 + (**p - '0');
-		(*p)++;
-	}
-	*out = v;
-	return 0;
-}
-
-int creds_parse_iso8601(const char *s, int64_t *out_ms)
-{
-	struct tm tm = { 0 };
-	int y, mo, d, h, mi, sec, ms = 0, off_min = 0;
-	const char *p = s;
-	time_t t;
-
-	if (!s)
-		return -EINVAL;
-	if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
-	    digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
-		return -EINVAL;
-	p++;
-	if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi))
-		return -EINVAL;
-	if (*p == ':') {
-		p++;
-		if (digits(&p, 2, &sec))
-			return -EINVAL;
-	} else {
-		sec = 0;   /* Aliyun sometimes omits seconds: "2024-05-01T12:00Z" */
-	}
-	if (*p == '.') {
-		int scale = 100;
-
-		p++;
-		if (!isdigit((unsigned char)*p))
-			return -EINVAL;
-		while (isdigit((unsigned char)*p)) {
-			ms += (*p - '0') * scale;
-			scale /= 10;
-			p++;
-		}
-	}
-	if (*p == 'Z' || *p == 'z') {
-		p++;
-	} else if (*p == '+' || *p == '-') {
-		int sign = *p == '-' ? -1 : 1, oh, om;
-
-		p++;
-		if (digits(&p, 2, &oh))
-			return -EINVAL;
-		if (*p == ':')
-			p++;
-		if (digits(&p, 2, &om))
-			return -EINVAL;
-		off_min = sign * (oh * 60 + om);
-	} else {
-		return -EINVAL;   /* a time without a zone is ambiguous */
-	}
-	if (*p || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 ||
-	    y < 1970)
-		return -EINVAL;
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;
-	t = timegm(&tm);
-	if (t == (time_t)-1)
-		return -EINVAL;
-	*out_ms = ((int64_t)t - (int64_t)off_min * 60) * 1000 + ms;
-	return 0;
-}
-
 int creds_role_name_ok(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -219,34 +131,6 @@ void creds_reason(char *buf, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, CREDS_REASON_MAX, fmt, ap);
 	va_end(ap);
-}
-
-int creds_sts_post(const char *endpoint, char *body, const char *accept,
-		   creds_sts_parse_fn parse, const char *role_arn, struct s3_creds *out,
-		   char *reason, char *detail)
-{
-	const char *hdrs[] = { "Content-Type: application/x-www-form-urlencoded", accept, NULL };
-	char why[CREDS_REASON_MAX] = "";
-	struct creds_http_resp rs;
-	struct creds_http_req rq = {
-		.method = "POST", .url = endpoint, .headers = hdrs,
-		.body = body, .body_len = strlen(body),
-		.connect_timeout_ms = 3000, .timeout_ms = 10000,
-	};
-	int rc = creds_http(&rq, &rs, why);
-
-	creds_free_secret(body);
-	if (rc) {
-		creds_reason(reason, "STS %s: %s", endpoint, why);
-		return rc;
-	}
-	rc = parse(rs.body, rs.len, out, why);
-	if (rc)
-		creds_reason(reason, "STS %s (HTTP %ld): %s", endpoint, rs.status, why);
-	else
-		creds_reason(detail, "role %s via STS %s", role_arn, endpoint);
-	creds_http_resp_cleanup(&rs);
-	return rc;
 }
 
 const char *creds_state_explain(void *state)

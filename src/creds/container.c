@@ -81,8 +81,8 @@ static int check_full_uri(const char *url, char *reason)
 int creds_container_new(const struct creds_options *o, void **state)
 {
 	struct container_state *st = xcalloc(1, sizeof(*st));
-	const char *rel = creds_getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-	const char *full = creds_getenv("AWS_CONTAINER_CREDENTIALS_FULL_URI");
+	const char *rel = util_getenv_nonempty("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+	const char *full = util_getenv_nonempty("AWS_CONTAINER_CREDENTIALS_FULL_URI");
 
 	*state = st;
 	if (rel) {
@@ -103,7 +103,7 @@ int creds_container_new(const struct creds_options *o, void **state)
 static int container_load(void *state, struct s3_creds *out)
 {
 	struct container_state *st = state;
-	const char *tf = creds_getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+	const char *tf = util_getenv_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
 	char why[CREDS_REASON_MAX] = "", *token = NULL, *hdr = NULL;
 	const char *hdrs[] = { NULL, "Accept: application/json", NULL };
 	struct creds_http_resp rs;
@@ -122,8 +122,8 @@ static int container_load(void *state, struct s3_creds *out)
 				     "%s: %s", tf, strerror(-rc));
 			return rc;
 		}
-	} else if (creds_getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
-		token = xstrdup(creds_getenv("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
+	} else if (util_getenv_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN")) {
+		token = xstrdup(util_getenv_nonempty("AWS_CONTAINER_AUTHORIZATION_TOKEN"));
 	}
 	if (token && strpbrk(token, "\r\n")) {
 		creds_reason(st->m.reason, "the container authorization token contains a line break");

@@ -1,7 +1,7 @@
 /*
  * creds_i.h — private to src/creds/: the provider constructors, the chain's test
  * seam (custom providers, injectable clock) and the small helpers every provider
- * shares (string copies that wipe, HTTP, JSON, ISO 8601 times).
+ * shares (string copies that wipe, HTTP, JSON; ISO 8601 times are util_parse_iso8601_ms).
  *
  * Provider contract (see also struct creds_provider_ops in creds.h):
  *   *_new(opts, &state) -> 0, or -errno (only on allocation-type failures; a
@@ -78,8 +78,6 @@ void creds_copy(struct s3_creds *dst, const struct s3_creds *src);
 /* Free a string that may hold a secret. */
 void creds_free_secret(char *s);
 
-/* Environment lookup that treats "" as unset. */
-const char *creds_getenv(const char *name);
 /* "1", "true", "yes", "on" (any case). */
 int creds_env_true(const char *name);
 
@@ -87,13 +85,9 @@ int creds_env_true(const char *name);
  * whitespace is stripped. 0 or -errno. Caller frees with creds_free_secret. */
 int creds_read_file(const char *path, size_t max, char **out);
 
-/* "2024-05-01T12:00:00Z", "...:00.123Z", "...+08:00" -> wall ms. 0 or -EINVAL. */
-int creds_parse_iso8601(const char *s, int64_t *out_ms);
-
 /* A metadata role name: 1..n of [A-Za-z0-9_+=,.@-] (IAM's own set). */
 int creds_role_name_ok(const char *s, size_t n);
 
-/* snprintf into a reason buffer (never pass a secret). */
 /* Every provider's state struct begins with this, so one pair of functions
  * serves ops->explain and ops->detail for all of them. */
 struct creds_msgs {
@@ -103,6 +97,8 @@ struct creds_msgs {
 const char *creds_state_explain(void *state);
 const char *creds_state_detail(void *state);
 
+/* snprintf into a reason buffer of CREDS_REASON_MAX (never pass a secret);
+ * a NULL buf is ignored. */
 void creds_reason(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- HTTP (src/creds/http.c): libcurl easy, blocking, short timeouts -------- */
@@ -126,9 +122,10 @@ struct creds_http_resp {
 
 #define CREDS_HTTP_MAX_BODY (256 * 1024)
 
-/* 0 when any HTTP response arrived (check status); -ECONNREFUSED, -ETIMEDOUT,
- * -EHOSTUNREACH, -EIO, -EMSGSIZE on transport failure, with a short secret-free
- * description in err (CREDS_REASON_MAX). */
+/* 0 when any HTTP response arrived (check status); on transport failure
+ * util_curl_errno's -errno (-ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOMEM,
+ * -EIO) or -EMSGSIZE for a body over CREDS_HTTP_MAX_BODY, with a short
+ * secret-free description in err (CREDS_REASON_MAX). */
 int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err);
 void creds_http_resp_cleanup(struct creds_http_resp *rs);
 
@@ -136,8 +133,9 @@ void creds_http_resp_cleanup(struct creds_http_resp *rs);
 char *creds_url_join(const char *base, const char *path);
 
 /* ---- metadata services (src/creds/metadata.c) ------------------------------
- * EC2 IMDSv2 and Aliyun ECS hardened mode share the token dance. Owned by one
- * provider state; used only inside its load (never concurrently). */
+ * EC2 IMDSv2 and Aliyun ECS hardened mode share the token dance and the role
+ * discovery. Owned by one provider state; used only inside its load (never
+ * concurrently). */
 
 struct creds_mds {
 	const char *name;           /* "EC2 instance metadata" (messages) */
@@ -160,6 +158,29 @@ void creds_mds_cleanup(struct creds_mds *m);
 /* GET endpoint+path with the session token. 0 when an HTTP answer came back
  * (check rs->status), else -errno with why set. */
 int creds_mds_get(struct creds_mds *m, const char *path, struct creds_http_resp *rs, char *why);
+
+/* The state of IMDS and the ECS RAM role: a role's credentials from a metadata
+ * service, the role named by the user or discovered (first line of list_path). */
+struct creds_mds_role {
+	struct creds_msgs m;        /* first: see creds_state_explain() */
+	int disabled;               /* off by environment: load is -ENOENT, no mds */
+	struct creds_mds mds;
+	const char *list_path;      /* "/latest/meta-data/iam/security-credentials/" */
+	const char *role_what;      /* "IAM role" (messages) */
+	const char *where;          /* "instance metadata" (messages) */
+	char role[256];
+	int role_fixed;             /* named by the user: not discovered */
+};
+
+struct json_value;
+/* Discover the role unless fixed, GET list_path+role and parse the JSON; a
+ * "Code" other than "Success" is an error. 0 with *v filled (json_free it), or
+ * -errno with m.reason set: -ENOENT when the service does not answer or no role
+ * is attached (a miss), -EACCES when it refuses tokens, -EINVAL for a fixed role
+ * that is not there, -EIO for an unusable answer. */
+int creds_mds_role_fetch(struct creds_mds_role *r, struct json_value *v);
+/* ops->destroy for a state that is a struct creds_mds_role (frees it). */
+void creds_mds_role_destroy(void *state);
 
 /* ---- JSON (src/creds/json.c): a small strict DOM parser --------------------- */
 
@@ -191,20 +212,43 @@ const char *json_get_str(const struct json_value *obj, const char *key);
  * Returns 0, or -EINVAL with a reason. */
 int creds_from_aws_json(const struct json_value *obj, struct s3_creds *out, char *reason);
 
+/* ---- STS role providers (src/creds/sts.c) ---------------------------------- */
+
+/* The state of web identity and RRSA, or its first member: a role assumed
+ * with a token file at an STS endpoint. */
+struct creds_sts_role {
+	struct creds_msgs m;            /* first: see creds_state_explain() */
+	char *token_file, *role_arn, *session_name, *endpoint;
+	int half_configured;            /* some of the variables set: load is -EINVAL */
+};
+
+/* Parse an STS answer into *out: 0, or -errno with a reason. */
+typedef int (*creds_sts_parse_fn)(const char *s, size_t len, struct s3_creds *out,
+				  char *reason);
+/* The form body to POST for token (a malloc'd secret). */
+typedef char *(*creds_sts_form_fn)(const struct creds_sts_role *r, const char *token);
+
+/* What tells one STS provider from the other. */
+struct creds_sts_kind {
+	const char *token_what;         /* "web identity token" (messages) */
+	const char *accept;             /* "Accept: application/xml" */
+	creds_sts_form_fn form;
+	creds_sts_parse_fn parse;
+};
+
+/* ops->load of an STS role provider: -ENOENT when not configured, -EINVAL
+ * when half configured; else reads the token file, POSTs k->form's body to
+ * r->endpoint and parses the answer with k->parse. Fills r->m.reason on
+ * failure, r->m.detail on success. 0 or -errno. */
+int creds_sts_role_load(struct creds_sts_role *r, const struct creds_sts_kind *k,
+			struct s3_creds *out);
+/* ops->destroy for a state that is a struct creds_sts_role (frees it). */
+void creds_sts_role_destroy(void *state);
+
 /* ---- STS XML (src/creds/webid.c) ------------------------------------------ */
 
 /* Parse an AssumeRoleWithWebIdentity response (or an STS <ErrorResponse>).
  * 0 and *out filled, or -EACCES / -EINVAL with a reason naming the STS code. */
-/* The STS round trip both web identity (XML) and Aliyun RRSA (JSON) make:
- * POST the form body (a secret: wiped and freed here) to endpoint, parse the
- * answer with parse, and fill reason (on failure) or detail (on success, naming
- * role_arn). Returns 0 or -errno. */
-typedef int (*creds_sts_parse_fn)(const char *s, size_t len, struct s3_creds *out,
-				  char *reason);
-int creds_sts_post(const char *endpoint, char *body, const char *accept,
-		   creds_sts_parse_fn parse, const char *role_arn, struct s3_creds *out,
-		   char *reason, char *detail);
-
 int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char *reason);
 
 /* ---- Aliyun STS JSON (src/creds/rrsa.c) ----------------------------------- */

@@ -44,7 +44,7 @@ static int env_load(void *state, struct s3_creds *out)
 
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
 		const struct env_family *f = &families[i];
-		const char *ak = creds_getenv(f->ak), *sk = creds_getenv(f->sk);
+		const char *ak = util_getenv_nonempty(f->ak), *sk = util_getenv_nonempty(f->sk);
 
 		if (!ak && !sk)
 			continue;
@@ -54,8 +54,8 @@ static int env_load(void *state, struct s3_creds *out)
 			return -EINVAL;
 		}
 		creds_reason(st->m.detail, "%s%s", f->ak,
-			     creds_getenv(f->tok) ? " with a session token" : "");
-		return creds_fill(out, ak, sk, creds_getenv(f->tok), 0);
+			     util_getenv_nonempty(f->tok) ? " with a session token" : "");
+		return creds_fill(out, ak, sk, util_getenv_nonempty(f->tok), 0);
 	}
 	creds_reason(st->m.reason, "AWS_ACCESS_KEY_ID, OSS_ACCESS_KEY_ID, "
 		     "ALIBABA_CLOUD_ACCESS_KEY_ID not set");

@@ -9,91 +9,44 @@
  */
 #include "creds_i.h"
 
+#include "feedfs/buf.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init(void)
-{
-	/* Reference counted inside libcurl; the s3 module may call it too. */
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 struct body {
-	char *buf;
-	size_t len, cap;
+	struct util_buf b;      /* .wipe: a body may carry credentials */
 	int too_big;
 };
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
-	struct body *b = arg;
+	struct body *bd = arg;
 	size_t add = size * n;
 
-	if (b->len + add > CREDS_HTTP_MAX_BODY) {
-		b->too_big = 1;
+	if (bd->b.len + add > CREDS_HTTP_MAX_BODY) {
+		bd->too_big = 1;
 		return 0;
 	}
-	if (b->len + add + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *nb;
-
-		while (cap < b->len + add + 1)
-			cap *= 2;
-		nb = xmalloc(cap);
-		if (b->len)
-			memcpy(nb, b->buf, b->len);
-		if (b->buf) {
-			util_wipe(b->buf, b->cap);
-			free(b->buf);
-		}
-		b->buf = nb;
-		b->cap = cap;
-	}
-	memcpy(b->buf + b->len, p, add);
-	b->len += add;
-	b->buf[b->len] = '\0';
-	return add;
-}
-
-static int map_curl(CURLcode rc)
-{
-	switch (rc) {
-	case CURLE_COULDNT_CONNECT:
-		return -ECONNREFUSED;
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		return -EHOSTUNREACH;
-	case CURLE_UNSUPPORTED_PROTOCOL:
-	case CURLE_URL_MALFORMAT:
-		return -EINVAL;
-	default:
-		return -EIO;
-	}
+	return util_buf_append(&bd->b, p, add) ? 0 : add;
 }
 
 int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char *err)
 {
 	struct curl_slist *hdrs = NULL;
-	struct body b = { 0 };
+	struct body b = { .b.wipe = 1 };
 	char cerr[CURL_ERROR_SIZE] = "";
 	CURL *h;
 	CURLcode rc;
 	int ret = 0;
 
 	memset(rs, 0, sizeof(*rs));
-	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK) {
+	if (util_curl_init()) {
 		creds_reason(err, "libcurl initialisation failed");
 		return -EIO;
 	}
@@ -131,21 +84,21 @@ int creds_http(const struct creds_http_req *rq, struct creds_http_resp *rs, char
 	rc = curl_easy_perform(h);
 	if (rc == CURLE_OK) {
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &rs->status);
-		rs->body = b.buf ? b.buf : xstrdup("");
-		rs->len = b.len;
-		b.buf = NULL;
+		rs->len = b.b.len;
+		rs->body = util_buf_take(&b.b);   /* not NULL: a failed append fails the transfer */
+		if (!rs->body) {
+			rs->len = 0;
+			rs->body = xstrdup("");
+		}
 	} else if (b.too_big) {
 		creds_reason(err, "response larger than %d bytes", CREDS_HTTP_MAX_BODY);
 		ret = -EMSGSIZE;
 	} else {
 		/* curl's message names the host and the cause; never a header. */
 		creds_reason(err, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
-		ret = map_curl(rc);
+		ret = util_curl_errno(rc, NULL);
 	}
-	if (b.buf) {
-		util_wipe(b.buf, b.cap);
-		free(b.buf);
-	}
+	util_buf_free(&b.b);
 	/* The list may hold a token; libcurl frees it without wiping. */
 	for (struct curl_slist *l = hdrs; l; l = l->next)
 		util_wipe(l->data, strlen(l->data));

@@ -359,7 +359,7 @@ int creds_from_aws_json(const struct json_value *obj, struct s3_creds *out, char
 			     "SecretAccessKey");
 		return -EINVAL;
 	}
-	if (exp && creds_parse_iso8601(exp, &exp_ms)) {
+	if (exp && util_parse_iso8601_ms(exp, &exp_ms)) {
 		creds_reason(reason, "unparseable Expiration '%.40s'", exp);
 		return -EINVAL;
 	}

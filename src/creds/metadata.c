@@ -5,6 +5,11 @@
  * before its TTL ends and fetched again once when a GET answers 401.
  * A token endpoint that answers 400/404/405 marks a service without session
  * tokens; then GETs go without one, if the caller allows that (IMDSv1).
+ *
+ * Both services then serve a role's credentials the same way: a list whose
+ * first line names the role, and the role's JSON under the same path. The two
+ * providers (imds.c, ecs_ram.c) share that too (creds_mds_role_fetch) and keep
+ * only how they read the JSON.
  */
 #include "creds_i.h"
 
@@ -121,4 +126,91 @@ int creds_mds_get(struct creds_mds *m, const char *path, struct creds_http_resp 
 		m->v1 = 0;
 	}
 	return -EIO;
+}
+
+/* ---- the role steps IMDS and the ECS RAM role share ----------------------- */
+
+/* A transport failure means "not on this cloud": a miss, with the cause kept. */
+static int role_unreachable(struct creds_mds_role *r, int rc, const char *why)
+{
+	creds_reason(r->m.reason, "no %s at %s (%s)", r->where, r->mds.endpoint, why);
+	return rc == -EACCES ? -EACCES : -ENOENT;
+}
+
+/* The first line of the role list names the role. */
+static int role_discover(struct creds_mds_role *r)
+{
+	char why[CREDS_REASON_MAX] = "";
+	struct creds_http_resp rs;
+	size_t n;
+	int rc = creds_mds_get(&r->mds, r->list_path, &rs, why);
+
+	if (rc)
+		return role_unreachable(r, rc, why);
+	if (rs.status == 404) {
+		creds_http_resp_cleanup(&rs);
+		creds_reason(r->m.reason, "no %s attached to this instance (%s)", r->role_what,
+			     r->mds.endpoint);
+		return -ENOENT;
+	}
+	n = rs.status == 200 ? strcspn(rs.body, "\r\n") : 0;
+	if (n == 0 || n >= sizeof(r->role) || !creds_role_name_ok(rs.body, n)) {
+		creds_reason(r->m.reason, "%s: role list: HTTP %ld, no usable role name",
+			     r->mds.endpoint, rs.status);
+		creds_http_resp_cleanup(&rs);
+		return -EIO;
+	}
+	memcpy(r->role, rs.body, n);
+	r->role[n] = '\0';
+	creds_http_resp_cleanup(&rs);
+	return 0;
+}
+
+int creds_mds_role_fetch(struct creds_mds_role *r, struct json_value *v)
+{
+	char why[CREDS_REASON_MAX] = "", *path;
+	struct creds_http_resp rs;
+	const char *code;
+	int rc;
+
+	if (!r->role_fixed && (rc = role_discover(r)))
+		return rc;
+	path = xasprintf("%s%s", r->list_path, r->role);
+	rc = creds_mds_get(&r->mds, path, &rs, why);
+	free(path);
+	if (rc)
+		return role_unreachable(r, rc, why);
+	if (rs.status != 200) {
+		long status = rs.status;
+
+		creds_reason(r->m.reason, "%s: credentials of role %s: HTTP %ld%s", r->mds.endpoint,
+			     r->role, status,
+			     status == 404 ? " (no such role on this instance)" : "");
+		creds_http_resp_cleanup(&rs);
+		/* A role the user named that is not there is their error. */
+		return status == 404 && r->role_fixed ? -EINVAL : -EIO;
+	}
+	rc = json_parse(rs.body, rs.len, v);
+	creds_http_resp_cleanup(&rs);
+	if (rc) {
+		creds_reason(r->m.reason, "%s: credentials are not valid JSON", r->mds.endpoint);
+		return -EIO;
+	}
+	code = json_get_str(v, "Code");
+	if (code && strcmp(code, "Success")) {
+		creds_reason(r->m.reason, "%s: role %s: Code %.64s", r->mds.endpoint, r->role,
+			     code);
+		json_free(v);
+		return -EIO;
+	}
+	return 0;
+}
+
+void creds_mds_role_destroy(void *state)
+{
+	struct creds_mds_role *r = state;
+
+	if (!r->disabled)
+		creds_mds_cleanup(&r->mds);
+	free(r);
 }

@@ -350,7 +350,7 @@ struct profile_state {
 
 static char *home_path(const char *env, const char *rel)
 {
-	const char *v = creds_getenv(env), *home = creds_getenv("HOME");
+	const char *v = util_getenv_nonempty(env), *home = util_getenv_nonempty("HOME");
 
 	if (!home) {
 		struct passwd *pw = getpwuid(getuid());
@@ -367,7 +367,7 @@ static char *home_path(const char *env, const char *rel)
 int creds_profile_new(const struct creds_options *o, void **state)
 {
 	struct profile_state *st = xcalloc(1, sizeof(*st));
-	const char *name = o && o->profile ? o->profile : creds_getenv("AWS_PROFILE");
+	const char *name = o && o->profile ? o->profile : util_getenv_nonempty("AWS_PROFILE");
 
 	st->explicit_profile = name != NULL;
 	st->profile = xstrdup(name ? name : "default");
@@ -522,7 +522,7 @@ const struct creds_provider_ops creds_profile_ops = {
 
 int creds_profile_region(const char *profile, char *buf, size_t len)
 {
-	const char *name = profile ? profile : creds_getenv("AWS_PROFILE");
+	const char *name = profile ? profile : util_getenv_nonempty("AWS_PROFILE");
 	char *path = home_path("AWS_CONFIG_FILE", ".aws/config"), *text = NULL;
 	char reason[CREDS_REASON_MAX];
 	struct ini_file f = {0};

@@ -24,8 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TOKEN_FILE_MAX (64 * 1024)
-
 int creds_parse_aliyun_sts_json(const char *s, size_t len, struct s3_creds *out,
 				char *reason)
 {
@@ -64,7 +62,7 @@ int creds_parse_aliyun_sts_json(const char *s, size_t len, struct s3_creds *out,
 			     !sk ? "AccessKeySecret" : !tok ? "SecurityToken" : "Expiration");
 		goto out;
 	}
-	if (creds_parse_iso8601(exp, &exp_ms)) {
+	if (util_parse_iso8601_ms(exp, &exp_ms)) {
 		creds_reason(reason, "STS Expiration '%.40s' is not a time", exp);
 		goto out;
 	}
@@ -75,15 +73,14 @@ out:
 }
 
 struct rrsa_state {
-	struct creds_msgs m;            /* first: see creds_state_explain() */
-	char *role_arn, *provider_arn, *token_file, *session_name, *endpoint;
-	int half_configured;
+	struct creds_sts_role r;        /* first: creds_sts_role_load/destroy take it */
+	char *provider_arn;
 };
 
 static char *aliyun_sts_endpoint(void)
 {
-	const char *v = creds_getenv("ALIBABA_CLOUD_STS_ENDPOINT");
-	const char *region = creds_getenv("ALIBABA_CLOUD_STS_REGION");
+	const char *v = util_getenv_nonempty("ALIBABA_CLOUD_STS_ENDPOINT");
+	const char *region = util_getenv_nonempty("ALIBABA_CLOUD_STS_REGION");
 
 	if (v)
 		return strstr(v, "://") ? xstrdup(v) : xasprintf("https://%s", v);
@@ -104,26 +101,26 @@ int creds_rrsa_new(const struct creds_options *o, void **state)
 
 	*state = st;
 	for (int i = 0; i < 3; i++)
-		set += (v[i] = creds_getenv(names[i])) != NULL;
+		set += (v[i] = util_getenv_nonempty(names[i])) != NULL;
 	if (set == 0) {
-		creds_reason(st->m.reason, "ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN, "
+		creds_reason(st->r.m.reason, "ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN, "
 			     "ALIBABA_CLOUD_OIDC_TOKEN_FILE not set");
 		return 0;
 	}
 	if (set < 3) {
-		st->half_configured = 1;
-		creds_reason(st->m.reason, "RRSA needs ALIBABA_CLOUD_ROLE_ARN, "
+		st->r.half_configured = 1;
+		creds_reason(st->r.m.reason, "RRSA needs ALIBABA_CLOUD_ROLE_ARN, "
 			     "ALIBABA_CLOUD_OIDC_PROVIDER_ARN and ALIBABA_CLOUD_OIDC_TOKEN_FILE; "
 			     "%s is not set", !v[0] ? names[0] : !v[1] ? names[1] : names[2]);
 		return 0;
 	}
-	st->role_arn = xstrdup(v[0]);
+	st->r.role_arn = xstrdup(v[0]);
 	st->provider_arn = xstrdup(v[1]);
-	st->token_file = xstrdup(v[2]);
-	st->session_name = creds_getenv("ALIBABA_CLOUD_ROLE_SESSION_NAME")
-		? xstrdup(creds_getenv("ALIBABA_CLOUD_ROLE_SESSION_NAME"))
+	st->r.token_file = xstrdup(v[2]);
+	st->r.session_name = util_getenv_nonempty("ALIBABA_CLOUD_ROLE_SESSION_NAME")
+		? xstrdup(util_getenv_nonempty("ALIBABA_CLOUD_ROLE_SESSION_NAME"))
 		: xasprintf("feedfs-%ld", (long)getpid());
-	st->endpoint = aliyun_sts_endpoint();
+	st->r.endpoint = aliyun_sts_endpoint();
 	return 0;
 }
 
@@ -132,53 +129,45 @@ static char *enc(const char *s)
 	return util_uri_encode(s, strlen(s), 0);
 }
 
-static int rrsa_load(void *state, struct s3_creds *out)
+static char *rrsa_form(const struct creds_sts_role *r, const char *token)
 {
-	struct rrsa_state *st = state;
-	char ts[32];
-	char *token = NULL, *body, *e[4];
+	const struct rrsa_state *st = (const struct rrsa_state *)r;
+	char ts[32], *body, *e[4];
 	time_t now = time(NULL);
 	struct tm tm;
-	int rc;
 
-	if (st->half_configured)
-		return -EINVAL;
-	if (!st->token_file)
-		return -ENOENT;
-	rc = creds_read_file(st->token_file, TOKEN_FILE_MAX, &token);
-	if (rc || !*token) {
-		creds_reason(st->m.reason, "cannot read OIDC token %s: %s", st->token_file,
-			     rc ? strerror(-rc) : "empty file");
-		creds_free_secret(token);
-		return rc ? rc : -EINVAL;
-	}
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	e[0] = enc(st->role_arn);
+	e[0] = enc(r->role_arn);
 	e[1] = enc(st->provider_arn);
 	e[2] = enc(token);
-	e[3] = enc(st->session_name);
-	creds_free_secret(token);
+	e[3] = enc(r->session_name);
 	body = xasprintf("Action=AssumeRoleWithOIDC&Format=JSON&Version=2015-04-01"
 			 "&Timestamp=%s&DurationSeconds=3600&RoleArn=%s&OIDCProviderArn=%s"
 			 "&OIDCToken=%s&RoleSessionName=%s", ts, e[0], e[1], e[2], e[3]);
 	for (int i = 0; i < 4; i++)
 		creds_free_secret(e[i]);
+	return body;
+}
 
-	return creds_sts_post(st->endpoint, body, "Accept: application/json", creds_parse_aliyun_sts_json,
-			      st->role_arn, out, st->m.reason, st->m.detail);
+static const struct creds_sts_kind rrsa_kind = {
+	.token_what = "OIDC token",
+	.accept = "Accept: application/json",
+	.form = rrsa_form,
+	.parse = creds_parse_aliyun_sts_json,
+};
+
+static int rrsa_load(void *state, struct s3_creds *out)
+{
+	return creds_sts_role_load(state, &rrsa_kind, out);
 }
 
 static void rrsa_destroy(void *state)
 {
 	struct rrsa_state *st = state;
 
-	free(st->role_arn);
 	free(st->provider_arn);
-	free(st->token_file);
-	free(st->session_name);
-	free(st->endpoint);
-	free(st);
+	creds_sts_role_destroy(&st->r);   /* frees st: r is its first member */
 }
 
 const struct creds_provider_ops creds_rrsa_ops = {

@@ -27,8 +27,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TOKEN_FILE_MAX (64 * 1024)
-
 static xmlNode *child(xmlNode *n, const char *name)
 {
 	for (xmlNode *c = n ? n->children : NULL; c; c = c->next)
@@ -111,7 +109,7 @@ int creds_parse_sts_xml(const char *xml, size_t len, struct s3_creds *out, char 
 		rc = -EINVAL;
 		goto out;
 	}
-	if (creds_parse_iso8601(exp, &exp_ms)) {
+	if (util_parse_iso8601_ms(exp, &exp_ms)) {
 		creds_reason(reason, "STS Expiration '%.40s' is not a time", exp);
 		rc = -EINVAL;
 		goto out;
@@ -125,24 +123,18 @@ out:
 
 /* ---- the provider ------------------------------------------------------------- */
 
-struct webid_state {
-	struct creds_msgs m;            /* first: see creds_state_explain() */
-	char *token_file, *role_arn, *session_name, *endpoint;
-	int half_configured;
-};
-
 /* STS endpoint from the environment and region, shared with nothing else. */
 static char *sts_endpoint(const struct creds_options *o)
 {
-	const char *v = creds_getenv("AWS_ENDPOINT_URL_STS");
-	const char *region = o && o->region ? o->region : creds_getenv("AWS_REGION");
+	const char *v = util_getenv_nonempty("AWS_ENDPOINT_URL_STS");
+	const char *region = o && o->region ? o->region : util_getenv_nonempty("AWS_REGION");
 
 	if (!v)
-		v = creds_getenv("AWS_ENDPOINT_URL");
+		v = util_getenv_nonempty("AWS_ENDPOINT_URL");
 	if (v)
 		return xstrdup(v);
 	if (!region)
-		region = creds_getenv("AWS_DEFAULT_REGION");
+		region = util_getenv_nonempty("AWS_DEFAULT_REGION");
 	if (region)
 		return xasprintf("https://sts.%s.amazonaws.com%s", region,
 				 !strncmp(region, "cn-", 3) ? ".cn" : "");
@@ -151,10 +143,10 @@ static char *sts_endpoint(const struct creds_options *o)
 
 int creds_webid_new(const struct creds_options *o, void **state)
 {
-	struct webid_state *st = xcalloc(1, sizeof(*st));
-	const char *tf = creds_getenv("AWS_WEB_IDENTITY_TOKEN_FILE");
-	const char *arn = creds_getenv("AWS_ROLE_ARN");
-	const char *sn = creds_getenv("AWS_ROLE_SESSION_NAME");
+	struct creds_sts_role *st = xcalloc(1, sizeof(*st));
+	const char *tf = util_getenv_nonempty("AWS_WEB_IDENTITY_TOKEN_FILE");
+	const char *arn = util_getenv_nonempty("AWS_ROLE_ARN");
+	const char *sn = util_getenv_nonempty("AWS_ROLE_SESSION_NAME");
 
 	*state = st;
 	if (!tf && !arn) {
@@ -175,52 +167,36 @@ int creds_webid_new(const struct creds_options *o, void **state)
 	return 0;
 }
 
-static int webid_load(void *state, struct s3_creds *out)
+static char *webid_form(const struct creds_sts_role *r, const char *token)
 {
-	struct webid_state *st = state;
-	char *token = NULL, *body, *e_arn, *e_sn, *e_tok;
-	int rc;
+	char *e_arn = util_uri_encode(r->role_arn, strlen(r->role_arn), 0);
+	char *e_sn = util_uri_encode(r->session_name, strlen(r->session_name), 0);
+	char *e_tok = util_uri_encode(token, strlen(token), 0);
+	char *body = xasprintf("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s"
+			       "&RoleSessionName=%s&WebIdentityToken=%s", e_arn, e_sn, e_tok);
 
-	if (st->half_configured)
-		return -EINVAL;
-	if (!st->token_file)
-		return -ENOENT;
-	rc = creds_read_file(st->token_file, TOKEN_FILE_MAX, &token);
-	if (rc || !*token) {
-		creds_reason(st->m.reason, "cannot read web identity token %s: %s", st->token_file,
-			     rc ? strerror(-rc) : "empty file");
-		creds_free_secret(token);
-		return rc ? rc : -EINVAL;
-	}
-	e_arn = util_uri_encode(st->role_arn, strlen(st->role_arn), 0);
-	e_sn = util_uri_encode(st->session_name, strlen(st->session_name), 0);
-	e_tok = util_uri_encode(token, strlen(token), 0);
-	creds_free_secret(token);
-	body = xasprintf("Action=AssumeRoleWithWebIdentity&Version=2011-06-15&RoleArn=%s"
-			 "&RoleSessionName=%s&WebIdentityToken=%s", e_arn, e_sn, e_tok);
 	free(e_arn);
 	free(e_sn);
 	creds_free_secret(e_tok);
-
-	return creds_sts_post(st->endpoint, body, "Accept: application/xml", creds_parse_sts_xml,
-			      st->role_arn, out, st->m.reason, st->m.detail);
+	return body;
 }
 
-static void webid_destroy(void *state)
-{
-	struct webid_state *st = state;
+static const struct creds_sts_kind webid_kind = {
+	.token_what = "web identity token",
+	.accept = "Accept: application/xml",
+	.form = webid_form,
+	.parse = creds_parse_sts_xml,
+};
 
-	free(st->token_file);
-	free(st->role_arn);
-	free(st->session_name);
-	free(st->endpoint);
-	free(st);
+static int webid_load(void *state, struct s3_creds *out)
+{
+	return creds_sts_role_load(state, &webid_kind, out);
 }
 
 const struct creds_provider_ops creds_webid_ops = {
 	.name = "web-identity",
 	.load = webid_load,
-	.destroy = webid_destroy,
+	.destroy = creds_sts_role_destroy,
 	.explain = creds_state_explain,
 	.detail = creds_state_detail,
 };

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "feedfs/hash.h"
 #include "feedfs/log.h"
 #include "feedfs/util.h"
 
@@ -34,17 +35,6 @@ struct ctl {
 	struct stats_rate rate;         /* the last full interval */
 	uint64_t last_ns, last_fuse_bytes, last_fuse_reads, last_s3_bytes;
 };
-
-static uint64_t fnv1a64(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	for (; *s; s++) {
-		h ^= (unsigned char)*s;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
 
 static int runtime_dir(char *out, size_t out_len)
 {
@@ -68,7 +58,8 @@ int ctl_socket_path(const char *mount_abs, char *out, size_t out_len)
 	if (e < 0)
 		return e;
 	n = snprintf(out, out_len, "%s/ctl-%016llx.sock", dir,
-		     (unsigned long long)fnv1a64(mount_abs));
+		     (unsigned long long)util_fnv1a64(UTIL_FNV1A64_INIT, mount_abs,
+							   strlen(mount_abs)));
 	if (n < 0 || (size_t)n >= out_len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return -ENAMETOOLONG;
 	return 0;

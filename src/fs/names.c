@@ -17,10 +17,17 @@
 #include "names_i.h"
 
 #include "feedfs/fs.h"
+#include "feedfs/hash.h"
+#include "feedfs/s3.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Listings copy the ETag S3 sent into fs entries: one that fits s3's buffer must
+ * fit ours, or a whole ETag would be cut and every If-Match would fail.
+ * (cache/warm.c's WARM_ETAG_MAX is the third such limit.) */
+_Static_assert(FS_ETAG_MAX == S3_ETAG_MAX, "FS_ETAG_MAX must equal S3_ETAG_MAX");
 
 enum fs_name_verdict fs_name_check(const char *name, size_t len)
 {
@@ -164,20 +171,7 @@ int fs_path_join(const char *dir, size_t dir_len, const char *name, size_t name_
 
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed)
 {
-	const unsigned char *b = p;
-	uint64_t h = 0xcbf29ce484222325ULL ^ seed;
-
-	for (size_t i = 0; i < n; i++) {
-		h ^= b[i];
-		h *= 0x100000001b3ULL;
-	}
-	/* splitmix64 finaliser: FNV's low bits are weak for table indexing. */
-	h ^= h >> 30;
-	h *= 0xbf58476d1ce4e5b9ULL;
-	h ^= h >> 27;
-	h *= 0x94d049bb133111ebULL;
-	h ^= h >> 31;
-	return h;
+	return util_hash64(p, n, seed);
 }
 
 struct fs_listing *fs_listing_new(int64_t now_ms)

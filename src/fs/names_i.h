@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define FS_NAME_MAX 255
-#define FS_ETAG_MAX 128            /* == S3_ETAG_MAX */
+#define FS_ETAG_MAX 128            /* == S3_ETAG_MAX, asserted in names.c */
 
 /* Why a path segment cannot be a POSIX name (0: it can). */
 enum fs_name_verdict {
@@ -69,7 +69,8 @@ int fs_key_path(const char *prefix, size_t prefix_len, const char *key, size_t k
 int fs_path_join(const char *dir, size_t dir_len, const char *name, size_t name_len,
 		 char **path, size_t *path_len);
 
-/* 64-bit hash of bytes (FNV-1a with a final avalanche mix). */
+/* util_hash64 (feedfs/hash.h): FNV-1a with the shared finaliser; the name
+ * stays because inode numbers and every fs table are keyed by it. */
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed);
 
 /* One directory entry as listed. */

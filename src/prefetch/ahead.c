@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "feedfs/ahead.h"
+#include "feedfs/hash.h"
 #include "feedfs/log.h"
 #include "feedfs/util.h"
 #include "prefetch_i.h"
@@ -66,18 +67,11 @@ struct rd_ahead {
 	struct rd_ahead_stats st;
 };
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *c = p;
-
-	while (n--)
-		h = (h ^ *c++) * 0x100000001b3ull;
-	return h;
-}
-
 static uint64_t ent_hash(const char *key, size_t key_len, const char *etag)
 {
-	return fnv1a(fnv1a(0xcbf29ce484222325ull, key, key_len), etag, strlen(etag));
+	/* Mixed: the bucket index takes the low bits, which raw FNV spreads poorly. */
+	return util_mix64(util_fnv1a64(util_fnv1a64(UTIL_FNV1A64_INIT, key, key_len), etag,
+				       strlen(etag)));
 }
 
 static struct ah_ent **bucket(struct rd_ahead *a, uint64_t h)

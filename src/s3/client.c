@@ -20,6 +20,7 @@
 #include "feedfs/creds.h"
 #include "feedfs/log.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 
 #define TAG "s3"
 
@@ -29,7 +30,7 @@ static int s3_global_ok;
 static void s3_global_init(void)
 {
 	/* Both must run once before any thread uses them. */
-	s3_global_ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+	s3_global_ok = util_curl_init() == 0;
 	xmlInitParser();
 }
 
@@ -418,13 +419,13 @@ int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
 	S3_STAT_INC(c, lists);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
-		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, out)
-				 : s3_list_parse(r->body, r->body_len, out);
+		ret = c->list_v1 ? s3_list_parse_v1(r->body.p, r->body.len, out)
+				 : s3_list_parse(r->body.p, r->body.len, out);
 		if (ret) {
 			S3_STAT_INC(c, errors);
 			log_err(TAG, "LIST prefix '%s': malformed ListObjects%s response "
 				"(%zu bytes, request id %s)", prefix ? prefix : "",
-				c->list_v1 ? " V1" : "V2", r->body_len,
+				c->list_v1 ? " V1" : "V2", r->body.len,
 				r->request_id[0] ? r->request_id : "-");
 		}
 	}
@@ -645,8 +646,8 @@ static int check_once(struct s3_client *c, const char *prefix, struct s3_req **o
 	S3_STAT_INC(c, lists);
 	ret = run_blocking(c, r);
 	if (ret == 0) {
-		ret = c->list_v1 ? s3_list_parse_v1(r->body, r->body_len, &page)
-				 : s3_list_parse(r->body, r->body_len, &page);
+		ret = c->list_v1 ? s3_list_parse_v1(r->body.p, r->body.len, &page)
+				 : s3_list_parse(r->body.p, r->body.len, &page);
 		if (ret == 0)
 			s3_list_page_cleanup(&page);
 		else

@@ -14,10 +14,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+
+#include "feedfs/util.h"
 
 static int hexval(int c)
 {
@@ -63,42 +64,6 @@ char *s3_url_decode(const char *s, size_t len, size_t *out_len)
 	out[o] = '\0';
 	*out_len = o;
 	return out;
-}
-
-int s3_parse_iso8601_ms(const char *s, int64_t *out_ms)
-{
-	struct tm tm = {0};
-	const char *p;
-	int64_t ms = 0;
-	time_t t;
-
-	if (!s)
-		return -EINVAL;
-	p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!p)
-		return -EINVAL;
-	if (*p == '.') {
-		int digits = 0;
-
-		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-			if (digits < 3)
-				ms = ms * 10 + (*p - '0');
-		if (digits == 0)
-			return -EINVAL;
-		for (; digits < 3; digits++)
-			ms *= 10;
-	}
-	if (*p == 'Z')
-		p++;
-	else if (strncmp(p, "+00:00", 6) == 0)
-		p += 6;
-	if (*p != '\0')
-		return -EINVAL;
-	t = timegm(&tm);
-	if (t == (time_t)-1)
-		return -EINVAL;
-	*out_ms = (int64_t)t * 1000 + ms;
-	return 0;
 }
 
 static int name_is(const xmlNode *n, const char *name)
@@ -161,7 +126,7 @@ static int parse_contents(xmlNode *c, int url, struct s3_object *o)
 			have_size = 1;
 		} else if (name_is(n, "LastModified")) {
 			xmlChar *t = xmlNodeGetContent(n);
-			int r = t ? s3_parse_iso8601_ms((const char *)t, &o->mtime_ms) : -EIO;
+			int r = t ? util_parse_iso8601_ms((const char *)t, &o->mtime_ms) : -EIO;
 
 			xmlFree(t);
 			if (r)

@@ -21,6 +21,7 @@
 #include "feedfs/creds.h"
 #include "feedfs/log.h"
 #include "feedfs/util.h"
+#include "feedfs/util_curl.h"
 
 #define TAG "s3"
 #define S3_QUICK_TIMEOUT_MS 3000
@@ -137,7 +138,7 @@ void s3_req_free(struct s3_req *r)
 	free(r->host);
 	free(r->canonical_uri);
 	free(r->if_match);
-	free(r->body);
+	util_buf_free(&r->body);
 	if (r->hdrs) {
 		for (struct curl_slist *l = r->hdrs; l; l = l->next)
 			util_wipe(l->data, strlen(l->data));
@@ -161,26 +162,11 @@ int64_t s3_backoff_ms(int attempt, uint64_t rnd)
 
 static int body_append(struct s3_req *r, const char *p, size_t n, size_t limit)
 {
-	if (r->body_len + n > limit) {
+	if (r->body.len + n > limit) {
 		r->body_too_big = 1;
 		return 0;
 	}
-	if (r->body_len + n + 1 > r->body_cap) {
-		size_t cap = r->body_cap ? r->body_cap : 4096;
-		char *nb;
-
-		while (cap < r->body_len + n + 1)
-			cap *= 2;
-		nb = realloc(r->body, cap);
-		if (!nb)
-			return -ENOMEM;
-		r->body = nb;
-		r->body_cap = cap;
-	}
-	memcpy(r->body + r->body_len, p, n);
-	r->body_len += n;
-	r->body[r->body_len] = '\0';
-	return 0;
+	return util_buf_append(&r->body, p, n);
 }
 
 /* 1 when Content-Range says the object ends before the range we asked for:
@@ -416,7 +402,7 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->status = 0;
 	r->got = 0;
 	r->overflow = 0;
-	r->body_len = 0;
+	util_buf_reset(&r->body);
 	r->body_too_big = 0;
 	r->have_content_length = 0;
 	r->content_range[0] = r->etag[0] = r->request_id[0] = r->curl_err[0] = '\0';
@@ -483,32 +469,6 @@ long s3_get_recv_buf(int max_connections)
 
 	per = per > S3_RECV_BUF_MAX ? S3_RECV_BUF_MAX : per;
 	return per < S3_RECV_BUF_MIN ? S3_RECV_BUF_MIN : per;
-}
-
-static int transport_errno(CURLcode cc, int *retry)
-{
-	*retry = 1;
-	switch (cc) {
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_RESOLVE_PROXY:
-		return -EHOSTUNREACH;
-	case CURLE_COULDNT_CONNECT:
-		return -ECONNREFUSED;
-	case CURLE_OPERATION_TIMEDOUT:
-		return -ETIMEDOUT;
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_URL_MALFORMAT:
-	case CURLE_UNSUPPORTED_PROTOCOL:
-		*retry = 0;     /* a wrong certificate will not fix itself */
-		return -EIO;
-	case CURLE_OUT_OF_MEMORY:
-		*retry = 0;
-		return -ENOMEM;
-	default:
-		return -EIO;
-	}
 }
 
 /* Outcome of one successful-status attempt; 0 ok, 1 retry (reason set), -errno final. */
@@ -597,7 +557,7 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		retry = !r->quick;
 	} else if (cc != CURLE_OK) {
 		cause = RETRY_NETWORK;
-		err = transport_errno(cc, &retry);
+		err = util_curl_errno(cc, &retry);
 		snprintf(r->reason, sizeof(r->reason), "%s",
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(cc));
 		/* The mount check must answer in seconds: no retry of the network. */
@@ -613,8 +573,8 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		err = s > 0 ? -EIO : s;
 		retry = s > 0;
 	} else {
-		if (r->body_len)
-			s3_error_parse(r->body, r->body_len, &r->err);
+		if (r->body.len)
+			s3_error_parse(r->body.p, r->body.len, &r->err);
 		if (!r->err.request_id[0])
 			snprintf(r->err.request_id, sizeof(r->err.request_id), "%s", r->request_id);
 		err = s3_error_errno(r->status, r->err.code, &retry);

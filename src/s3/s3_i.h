@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "feedfs/buf.h"
 #include "feedfs/s3.h"
 #include "feedfs/stats.h"
 #include "sigv4_i.h"
@@ -65,8 +66,6 @@ int s3_list_parse(const char *body, size_t len, struct s3_list_page *out);
  * NextMarker when the server sent one, else the greatest key or common prefix
  * of this page (servers omit NextMarker without a delimiter, and some with). */
 int s3_list_parse_v1(const char *body, size_t len, struct s3_list_page *out);
-/* "2024-01-02T03:04:05.123Z" -> wall ms. 0 or -EINVAL. */
-int s3_parse_iso8601_ms(const char *s, int64_t *out_ms);
 /* Form-style decoding used by S3's encoding-type=url: %XX and '+' -> ' '.
  * Returns malloc'd bytes (NUL-terminated) and length, or NULL if malformed. */
 char *s3_url_decode(const char *s, size_t len, size_t *out_len);
@@ -130,8 +129,7 @@ struct s3_req {
 	long status;
 	size_t got;                 /* GET bytes written into buf */
 	int overflow;               /* GET body longer than asked */
-	char *body;                 /* error / list body */
-	size_t body_len, body_cap;
+	struct util_buf body;       /* error / list body */
 	int body_too_big;
 	uint64_t content_length;
 	int have_content_length;

@@ -23,59 +23,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "feedfs/buf.h"
 #include "feedfs/creds.h"
 #include "feedfs/util.h"
-
-/* A growable string; on allocation failure it remembers and every later call is
- * a no-op, so callers check once at the end. */
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void sb_putn(struct sbuf *b, const char *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		char *np;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-	sb_putn(b, s, strlen(s));
-}
-
-static void sb_putc(struct sbuf *b, char c)
-{
-	sb_putn(b, &c, 1);
-}
-
-/* Returns the string (caller frees) or NULL when any append failed. */
-static char *sb_take(struct sbuf *b)
-{
-	if (b->oom || !b->p) {
-		free(b->p);
-		return b->oom ? NULL : strdup("");
-	}
-	return b->p;
-}
 
 static int is_unreserved(unsigned char c)
 {
@@ -120,7 +70,7 @@ static int enc_kv_cmp(const void *a, const void *b)
 char *sigv4_canonical_query(const struct sigv4_kv *q, size_t n)
 {
 	struct enc_kv *e = calloc(n ? n : 1, sizeof(*e));
-	struct sbuf b = {0};
+	struct util_buf b = {0};
 	char *res = NULL;
 	size_t i;
 
@@ -138,12 +88,12 @@ char *sigv4_canonical_query(const struct sigv4_kv *q, size_t n)
 	qsort(e, n, sizeof(*e), enc_kv_cmp);
 	for (i = 0; i < n; i++) {
 		if (i)
-			sb_putc(&b, '&');
-		sb_puts(&b, e[i].name);
-		sb_putc(&b, '=');
-		sb_puts(&b, e[i].value);
+			util_buf_putc(&b, '&');
+		util_buf_puts(&b, e[i].name);
+		util_buf_putc(&b, '=');
+		util_buf_puts(&b, e[i].value);
 	}
-	res = sb_take(&b);
+	res = util_buf_take(&b);
 	b.p = NULL;
 out:
 	for (i = 0; i < n; i++) {
@@ -250,15 +200,152 @@ static void format_amz_date(int64_t t, char out[17])
 	strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);
 }
 
+/* Stage 0: the headers that are signed, lower-cased, trimmed and sorted: host,
+ * x-amz-content-sha256, x-amz-date, x-amz-security-token (with a session
+ * token) and the caller's. Fills out's content_sha256 and security_token.
+ * 0 or -ENOMEM; *h is the caller's to free, with its *nh entries. */
+static int signed_headers(const struct sigv4_input *in, const struct s3_creds *cr,
+			  struct sigv4_output *out, struct canon_hdr **h, size_t *nh)
+{
+	int has_token = cr->session_token && cr->session_token[0];
+
+	out->content_sha256 = strdup(in->payload_hash ? in->payload_hash : SIGV4_UNSIGNED_PAYLOAD);
+	if (has_token)
+		out->security_token = strdup(cr->session_token);
+	if (!out->content_sha256 || (has_token && !out->security_token))
+		return -ENOMEM;
+	*h = calloc(in->n_headers + 4, sizeof(**h));
+	if (!*h)
+		return -ENOMEM;
+	if (canon_hdr_add(*h, nh, "host", in->host) ||
+	    canon_hdr_add(*h, nh, "x-amz-content-sha256", out->content_sha256) ||
+	    canon_hdr_add(*h, nh, "x-amz-date", out->amz_date) ||
+	    (out->security_token &&
+	     canon_hdr_add(*h, nh, "x-amz-security-token", out->security_token)))
+		return -ENOMEM;
+	for (size_t i = 0; i < in->n_headers; i++)
+		if (canon_hdr_add(*h, nh, in->headers[i].name, in->headers[i].value))
+			return -ENOMEM;
+	qsort(*h, *nh, sizeof(**h), canon_hdr_cmp);
+	return 0;
+}
+
+/* Stage 1: METHOD \n URI \n QUERY \n HEADERS \n \n SIGNED \n PAYLOADHASH, and
+ * SIGNED ("host;x-amz-date;...") on its own for the authorization value.
+ * 0 or -ENOMEM; both strings are the caller's. */
+static int canonical_request(const struct sigv4_input *in, const struct canon_hdr *h,
+			     size_t nh, const char *query, const char *content_sha256,
+			     char **canonical, char **signed_names)
+{
+	struct util_buf b = { 0 }, names = { 0 };
+
+	util_buf_puts(&b, in->method);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, in->canonical_uri[0] ? in->canonical_uri : "/");
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, query);
+	util_buf_putc(&b, '\n');
+	for (size_t i = 0; i < nh; i++) {
+		/* Repeated names become one line with values joined by ','. */
+		if (i && strcmp(h[i].name, h[i - 1].name) == 0) {
+			util_buf_putc(&b, ',');
+			util_buf_puts(&b, h[i].value);
+			continue;
+		}
+		if (i) {
+			util_buf_putc(&b, '\n');
+			util_buf_putc(&names, ';');
+		}
+		util_buf_puts(&b, h[i].name);
+		util_buf_putc(&b, ':');
+		util_buf_puts(&b, h[i].value);
+		util_buf_puts(&names, h[i].name);
+	}
+	util_buf_puts(&b, "\n\n");
+	util_buf_puts(&names, "");
+	util_buf_append(&b, names.p ? names.p : "", names.len);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, content_sha256);
+	*canonical = util_buf_take(&b);
+	*signed_names = util_buf_take(&names);   /* NULL when an append to it failed */
+	if (!*canonical || !*signed_names) {
+		free(*canonical);
+		free(*signed_names);
+		*canonical = *signed_names = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Stage 2: AWS4-HMAC-SHA256 \n DATE \n SCOPE \n hex(sha256(canonical)).
+ * 0, -ENOMEM, or -EIO when OpenSSL fails. */
+static int string_to_sign(const char *amz_date, const char *scope, const char *canonical,
+			  char **out)
+{
+	struct util_buf b = { 0 };
+	char hash_hex[65];
+
+	if (sha256_hex(canonical, strlen(canonical), hash_hex))
+		return -EIO;
+	util_buf_puts(&b, "AWS4-HMAC-SHA256\n");
+	util_buf_puts(&b, amz_date);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, scope);
+	util_buf_putc(&b, '\n');
+	util_buf_puts(&b, hash_hex);
+	*out = util_buf_take(&b);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* Stage 3: the signing key, HMAC chain "AWS4"+secret -> date -> region ->
+ * service -> aws4_request, into k. The secret only ever lives in a wiped heap
+ * copy and in k. 0, -ENOMEM, or -EIO when OpenSSL fails. */
+static int signing_key(const char *secret, const char *date8, const char *region,
+		       const char *service, unsigned char k[32])
+{
+	size_t slen = strlen(secret);
+	char *kk = malloc(slen + 5);
+	int rc;
+
+	if (!kk)
+		return -ENOMEM;
+	memcpy(kk, "AWS4", 4);
+	memcpy(kk + 4, secret, slen + 1);
+	rc = hmac256(kk, slen + 4, date8, k);
+	util_wipe(kk, slen + 4);
+	free(kk);
+	if (rc || hmac256(k, 32, region, k) || hmac256(k, 32, service, k) ||
+	    hmac256(k, 32, "aws4_request", k))
+		return -EIO;
+	return 0;
+}
+
+/* Stage 4: the Authorization header's value. 0 or -ENOMEM. */
+static int authorization_value(const char *access_key_id, const char *scope,
+			       const char *signed_names, const char *sig_hex, char **out)
+{
+	struct util_buf b = { 0 };
+
+	util_buf_puts(&b, "AWS4-HMAC-SHA256 Credential=");
+	util_buf_puts(&b, access_key_id);
+	util_buf_putc(&b, '/');
+	util_buf_puts(&b, scope);
+	util_buf_puts(&b, ", SignedHeaders=");
+	util_buf_puts(&b, signed_names);
+	util_buf_puts(&b, ", Signature=");
+	util_buf_puts(&b, sig_hex);
+	*out = util_buf_take(&b);
+	return *out ? 0 : -ENOMEM;
+}
+
 int sigv4_sign(const struct sigv4_input *in, const struct s3_creds *cr,
 	       struct sigv4_output *out)
 {
 	struct canon_hdr *h = NULL;
-	size_t nh = 0, i;
-	struct sbuf b = {0}, signed_names = {0};
-	char *query = NULL, date8[9], scope_tail[256], hash_hex[65], sig_hex[65];
+	size_t nh = 0;
+	char *query = NULL, *signed_names = NULL, date8[9], scope[256], sig_hex[65];
 	unsigned char k[32];
-	int ret = -ENOMEM;
+	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (!in->method || !in->host || !in->canonical_uri || !in->region || !in->service ||
@@ -268,130 +355,43 @@ int sigv4_sign(const struct sigv4_input *in, const struct s3_creds *cr,
 	format_amz_date(in->time_s, out->amz_date);
 	memcpy(date8, out->amz_date, 8);
 	date8[8] = '\0';
-	out->content_sha256 = strdup(in->payload_hash ? in->payload_hash : SIGV4_UNSIGNED_PAYLOAD);
-	if (cr->session_token && cr->session_token[0])
-		out->security_token = strdup(cr->session_token);
-	if (!out->content_sha256 || (cr->session_token && cr->session_token[0] && !out->security_token))
-		goto fail;
+	snprintf(scope, sizeof(scope), "%s/%s/%s/aws4_request", date8, in->region, in->service);
 
-	h = calloc(in->n_headers + 4, sizeof(*h));
-	if (!h)
-		goto fail;
-	if (canon_hdr_add(h, &nh, "host", in->host) ||
-	    canon_hdr_add(h, &nh, "x-amz-content-sha256", out->content_sha256) ||
-	    canon_hdr_add(h, &nh, "x-amz-date", out->amz_date) ||
-	    (out->security_token && canon_hdr_add(h, &nh, "x-amz-security-token", out->security_token)))
-		goto fail;
-	for (i = 0; i < in->n_headers; i++)
-		if (canon_hdr_add(h, &nh, in->headers[i].name, in->headers[i].value))
-			goto fail;
-	qsort(h, nh, sizeof(*h), canon_hdr_cmp);
-
+	ret = signed_headers(in, cr, out, &h, &nh);
+	if (ret)
+		goto out;
 	query = sigv4_canonical_query(in->query, in->n_query);
-	if (!query)
-		goto fail;
-
-	sb_puts(&b, in->method);
-	sb_putc(&b, '\n');
-	sb_puts(&b, in->canonical_uri[0] ? in->canonical_uri : "/");
-	sb_putc(&b, '\n');
-	sb_puts(&b, query);
-	sb_putc(&b, '\n');
-	for (i = 0; i < nh; i++) {
-		/* Repeated names become one line with values joined by ','. */
-		if (i && strcmp(h[i].name, h[i - 1].name) == 0) {
-			sb_putc(&b, ',');
-			sb_puts(&b, h[i].value);
-			continue;
-		}
-		if (i) {
-			sb_putc(&b, '\n');
-			sb_putc(&signed_names, ';');
-		}
-		sb_puts(&b, h[i].name);
-		sb_putc(&b, ':');
-		sb_puts(&b, h[i].value);
-		sb_puts(&signed_names, h[i].name);
-	}
-	sb_puts(&b, "\n\n");
-	sb_puts(&signed_names, "");
-	if (signed_names.oom)
-		goto fail;
-	sb_puts(&b, signed_names.p);
-	sb_putc(&b, '\n');
-	sb_puts(&b, out->content_sha256);
-	out->canonical_request = sb_take(&b);
-	b.p = NULL;
-	if (!out->canonical_request)
-		goto fail;
-
-	snprintf(scope_tail, sizeof(scope_tail), "%s/%s/%s/aws4_request",
-		 date8, in->region, in->service);
-	if (sha256_hex(out->canonical_request, strlen(out->canonical_request), hash_hex)) {
-		ret = -EIO;
-		goto fail;
-	}
-	b = (struct sbuf){0};
-	sb_puts(&b, "AWS4-HMAC-SHA256\n");
-	sb_puts(&b, out->amz_date);
-	sb_putc(&b, '\n');
-	sb_puts(&b, scope_tail);
-	sb_putc(&b, '\n');
-	sb_puts(&b, hash_hex);
-	out->string_to_sign = sb_take(&b);
-	b.p = NULL;
-	if (!out->string_to_sign)
-		goto fail;
-
-	/* Signing key: the secret only ever lives in this stack buffer and k. */
-	{
-		size_t slen = strlen(cr->secret_access_key);
-		char *kk = malloc(slen + 5);
-
-		if (!kk)
-			goto fail;
-		memcpy(kk, "AWS4", 4);
-		memcpy(kk + 4, cr->secret_access_key, slen + 1);
-		ret = hmac256(kk, slen + 4, date8, k);
-		util_wipe(kk, slen + 4);
-		free(kk);
-		if (ret || hmac256(k, 32, in->region, k) || hmac256(k, 32, in->service, k) ||
-		    hmac256(k, 32, "aws4_request", k) || hmac256(k, 32, out->string_to_sign, k)) {
-			ret = -EIO;
-			goto fail;
-		}
-		hex_encode(k, 32, sig_hex);
-		util_wipe(k, sizeof(k));
-	}
-
-	b = (struct sbuf){0};
-	sb_puts(&b, "AWS4-HMAC-SHA256 Credential=");
-	sb_puts(&b, cr->access_key_id);
-	sb_putc(&b, '/');
-	sb_puts(&b, scope_tail);
-	sb_puts(&b, ", SignedHeaders=");
-	sb_puts(&b, signed_names.p);
-	sb_puts(&b, ", Signature=");
-	sb_puts(&b, sig_hex);
-	out->authorization = sb_take(&b);
-	b.p = NULL;
-	if (!out->authorization)
-		goto fail;
-	ret = 0;
-	goto done;
-fail:
-	if (ret == 0)
+	if (!query) {
 		ret = -ENOMEM;
-	sigv4_output_cleanup(out);
-done:
-	for (i = 0; i < nh; i++) {
+		goto out;
+	}
+	ret = canonical_request(in, h, nh, query, out->content_sha256, &out->canonical_request,
+				&signed_names);
+	if (ret)
+		goto out;
+	ret = string_to_sign(out->amz_date, scope, out->canonical_request, &out->string_to_sign);
+	if (ret)
+		goto out;
+	ret = signing_key(cr->secret_access_key, date8, in->region, in->service, k);
+	if (ret)
+		goto out;
+	if (hmac256(k, 32, out->string_to_sign, k)) {
+		ret = -EIO;
+		goto out;
+	}
+	hex_encode(k, 32, sig_hex);
+	ret = authorization_value(cr->access_key_id, scope, signed_names, sig_hex,
+				  &out->authorization);
+out:
+	if (ret)
+		sigv4_output_cleanup(out);
+	for (size_t i = 0; i < nh; i++) {
 		free(h[i].name);
 		free(h[i].value);
 	}
 	free(h);
 	free(query);
-	free(b.p);
-	free(signed_names.p);
+	free(signed_names);
 	util_wipe(k, sizeof(k));
 	return ret;
 }

@@ -118,6 +118,95 @@ void util_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
 }
 int64_t util_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
 
+/* n decimal digits at *p into *out, advancing *p; -1 on anything else. */
+static int iso_digits(const char **p, int n, int *out)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)**p))
+			return -1;
+		v = v * 10 + (**p - '0');
+		(*p)++;
+	}
+	*out = v;
+	return 0;
+}
+
+static int iso_mdays(int y, int mo)
+{
+	static const int mdays[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+	return mo == 2 && leap ? 29 : mdays[mo - 1];
+}
+
+int util_parse_iso8601_ms(const char *s, int64_t *out_ms)
+{
+	struct tm tm = { 0 };
+	int y, mo, d, h, mi, sec = 0, ms = 0, off_min = 0;
+	const char *p = s;
+	time_t t;
+
+	if (!s)
+		return -EINVAL;
+	if (iso_digits(&p, 4, &y) || *p++ != '-' || iso_digits(&p, 2, &mo) || *p++ != '-' ||
+	    iso_digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
+		return -EINVAL;
+	p++;
+	if (iso_digits(&p, 2, &h) || *p++ != ':' || iso_digits(&p, 2, &mi))
+		return -EINVAL;
+	/* Aliyun sometimes omits the seconds: "2024-05-01T12:00Z". */
+	if (*p == ':') {
+		p++;
+		if (iso_digits(&p, 2, &sec))
+			return -EINVAL;
+	}
+	if (*p == '.') {
+		int scale = 100;
+
+		if (!isdigit((unsigned char)*++p))
+			return -EINVAL;
+		for (; isdigit((unsigned char)*p); p++, scale /= 10)
+			ms += (*p - '0') * scale;   /* digits past the third truncate */
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1, oh, om;
+
+		if (iso_digits(&p, 2, &oh))
+			return -EINVAL;
+		if (*p == ':')
+			p++;
+		if (iso_digits(&p, 2, &om) || oh > 23 || om > 59)
+			return -EINVAL;
+		off_min = sign * (oh * 60 + om);
+	}
+	/* else no zone: UTC, which is what S3's LastModified and STS answers mean. */
+	if (*p || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > iso_mdays(y, mo) || h > 23 ||
+	    mi > 59 || sec > 60)
+		return -EINVAL;
+	tm.tm_year = y - 1900;
+	tm.tm_mon = mo - 1;
+	tm.tm_mday = d;
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;   /* a leap second (60) is the next minute's first */
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -EINVAL;
+	*out_ms = ((int64_t)t - (int64_t)off_min * 60) * 1000 + ms;
+	return 0;
+}
+
+const char *util_getenv_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
 static void *oom(size_t n)
 {
 	log_msg(LOG_CRIT, "util", "out of memory allocating %zu bytes", n);

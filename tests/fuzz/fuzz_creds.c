@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "feedfs/creds.h"
+#include "feedfs/util.h"
 #include "../../src/creds/creds_i.h"
 
 static void check_creds(int e, struct s3_creds *cr)
@@ -73,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 6: {
 		int64_t ms;
 
-		(void)creds_parse_iso8601(s, &ms);
+		(void)util_parse_iso8601_ms(s, &ms);
 		break;
 	}
 	}

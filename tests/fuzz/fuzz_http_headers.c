@@ -71,6 +71,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r.status >= 200 && r.status < 300 && check_success(&r) == 0 &&
 	    (r.got != r.len || (r.status == 206 && !content_range_ok(&r))))
 		abort();
-	free(r.body);
+	util_buf_free(&r.body);
 	return 0;
 }

@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(auth);
 			free(base);
 		}
-		(void)s3_parse_iso8601_ms(s, &ms);
+		(void)util_parse_iso8601_ms(s, &ms);
 		break;
 	}
 	}

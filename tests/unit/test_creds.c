@@ -519,39 +519,6 @@ static void hammer_run(int background)
 static void t_threads_refresh_on_get(void) { hammer_run(0); }
 static void t_threads_background(void) { hammer_run(1); }
 
-/* ---- shared helpers ---------------------------------------------------------- */
-
-static void t_iso8601(void)
-{
-	static const struct {
-		const char *s;
-		int rc;
-		int64_t ms;
-	} cases[] = {
-		{ "2023-11-14T22:13:20Z", 0, T0 },
-		{ "2023-11-14T22:13:20.250Z", 0, T0 + 250 },
-		{ "2023-11-14T22:13:20.5Z", 0, T0 + 500 },
-		{ "2023-11-15T06:13:20+08:00", 0, T0 },
-		{ "2023-11-14T21:13:20-0100", 0, T0 },
-		{ "2023-11-14T22:13Z", 0, T0 - 20000 },
-		{ "2023-11-14 22:13:20Z", 0, T0 },
-		{ "2023-11-14T22:13:20", -EINVAL, 0 },
-		{ "2023-13-14T22:13:20Z", -EINVAL, 0 },
-		{ "2023-11-14T22:13:20Zjunk", -EINVAL, 0 },
-		{ "", -EINVAL, 0 },
-		{ "yesterday", -EINVAL, 0 },
-	};
-
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int64_t ms = -1;
-		int rc = creds_parse_iso8601(cases[i].s, &ms);
-
-		if (rc != cases[i].rc || (rc == 0 && ms != cases[i].ms))
-			harness_fail(__FILE__, __LINE__, "\"%s\": rc %d ms %lld", cases[i].s, rc,
-				     (long long)ms);
-	}
-}
-
 static const struct test tests[] = {
 	TEST(t_env_table),
 	TEST(t_chain_env_and_anonymous),
@@ -563,7 +530,6 @@ static const struct test tests[] = {
 	TEST(t_invalidate),
 	TEST(t_threads_refresh_on_get),
 	TEST(t_threads_background),
-	TEST(t_iso8601),
 	{ 0 },
 };
 

@@ -127,18 +127,6 @@ static void t_malformed(void)
 	}
 }
 
-static void t_iso8601(void)
-{
-	int64_t ms = 0;
-
-	CHECK_EQ_INT(s3_parse_iso8601_ms("1970-01-01T00:00:01.5Z", &ms), 0);
-	CHECK_EQ_INT(ms, 1500);
-	CHECK_EQ_INT(s3_parse_iso8601_ms("2024-02-29T23:59:59.123456Z", &ms), 0);
-	CHECK_EQ_INT(ms, 1709251199123LL);
-	CHECK_EQ_INT(s3_parse_iso8601_ms("2024-02-29T23:59:59Zjunk", &ms), -EINVAL);
-	CHECK_EQ_INT(s3_parse_iso8601_ms("2024-02-29", &ms), -EINVAL);
-}
-
 struct err_case {
 	long status;
 	const char *code;
@@ -204,7 +192,7 @@ static void t_error_parse(void)
 
 static const struct test tests[] = {
 	TEST(t_plain), TEST(t_url_encoded), TEST(t_empty), TEST(t_malformed),
-	TEST(t_iso8601), TEST(t_error_table), TEST(t_error_parse), { 0 },
+	TEST(t_error_table), TEST(t_error_parse), { 0 },
 };
 
 int main(void)
