@@ -35,6 +35,7 @@
 #include "feedfs/mount.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/s3.h"
+#include "feedfs/stack.h"
 #include "feedfs/util.h"
 
 #define FEEDFS_VERSION "0.1.0"
@@ -513,20 +514,6 @@ static void parse_args(int argc, char **argv, struct options *o)
 		usage_error("--endpoint-url: '%s' must start with http:// or https://", o->endpoint);
 }
 
-/* rd_fetch_fn over the S3 client. */
-static int fetch_s3(void *arg, const char *key, size_t key_len, const char *if_match,
-		    uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
-{
-	return s3_get_async(arg, key, key_len, if_match, off, len, buf, done, done_arg);
-}
-
-/* rd_cancel_fn over the S3 client. When the note cannot be queued (no memory,
- * shutting down) the GET just runs to its end. */
-static void cancel_s3(void *arg, rd_fetch_done_fn done, void *done_arg)
-{
-	(void)s3_get_cancel(arg, done, done_arg);
-}
-
 struct warm_view {
 	struct s3_client *s3;
 	const char *prefix;
@@ -619,12 +606,9 @@ static char *mount_options(const struct options *o)
 struct running {
 	struct creds_chain *creds;
 	struct s3_client *s3;
-	struct cache *cache;
-	struct attach *attach;          /* another mount owns the cache dir */
-	struct cache_warm *share;       /* we own it: others may attach */
+	struct stack stack;             /* the read path's fetchers: cache, attach, ahead */
 	struct cache_warm *warm;
 	struct rd_budget *budget;
-	struct rd_ahead *ahead;
 	struct fs *fs;
 	struct fuse_session *se;
 	int mounted, handlers;
@@ -645,10 +629,10 @@ static void log_io_stats(struct running *r)
 			 (unsigned long long)s.errors, (unsigned long long)s.cancelled,
 			 (unsigned long long)s.bytes_in);
 	}
-	if (r->cache) {
+	if (r->stack.cache) {
 		struct cache_stats c;
 
-		cache_get_stats(r->cache, &c);
+		cache_get_stats(r->stack.cache, &c);
 		log_info("cache", "hits %llu, misses %llu, coalesced %llu, bypass %llu, "
 			 "inner fetches %llu, bytes from disk %llu, from s3 %llu, written %llu, "
 			 "checksum failures %llu, io errors %llu, evictions %llu, "
@@ -665,19 +649,19 @@ static void log_io_stats(struct running *r)
 			 (unsigned long long)c.blocks_used,
 			 (unsigned long long)(c.bytes_used / MIB), (unsigned long long)c.pages);
 	}
-	if (r->attach) {
+	if (r->stack.attach) {
 		struct attach_stats a;
 
-		attach_get_stats(r->attach, &a);
+		attach_get_stats(r->stack.attach, &a);
 		log_info("attach", "reads through the owner's cache %llu (%llu bytes), sent to S3 "
 			 "instead %llu, cancelled %llu", (unsigned long long)a.reads,
 			 (unsigned long long)a.bytes, (unsigned long long)a.fallbacks,
 			 (unsigned long long)a.cancelled);
 	}
-	if (r->ahead) {
+	if (r->stack.ahead) {
 		struct rd_ahead_stats a;
 
-		rd_ahead_get_stats(r->ahead, &a);
+		rd_ahead_get_stats(r->stack.ahead, &a);
 		log_info("ahead", "files wanted %llu, fetched %llu, served %llu (joined in flight "
 			 "%llu), dropped unused %llu, failed %llu, skipped %llu",
 			 (unsigned long long)a.wanted, (unsigned long long)a.issued,
@@ -706,11 +690,7 @@ static void teardown(struct running *r)
 		fs_destroy(r->fs);
 	}
 	log_io_stats(r);
-	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
-	attach_destroy(r->attach);          /* after its users, before s3 (its fallback) */
-	cache_warm_stop(r->share);          /* attached mounts fall back to S3 */
-	if (r->cache)
-		cache_destroy(r->cache);
+	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
 	if (r->s3)
 		s3_client_destroy(r->s3);
 	if (r->budget)
@@ -733,47 +713,6 @@ static int fail(int notify_fd, struct running *r, const char *line)
 	return 1;
 }
 
-/*
- * Own the cache dir, or attach to its owner when another mount of the same
- * bucket and endpoint holds it. Pods of one node start together: while the
- * owner is still opening its cache (no share socket yet), or has just gone
- * (its lock released), keep trying either for up to ATTACH_WAIT_MS. Returns
- * 0 (r->cache or r->attach set, or neither: the owner is full, a warning is
- * logged) or -errno with a line in msg.
- */
-#define ATTACH_WAIT_MS 20000
-static int open_or_attach_cache(const struct options *o, const struct cache_config *ccfg,
-				struct running *r, const char *id, size_t id_len, char *msg,
-				size_t msg_len)
-{
-	int64_t deadline = util_now_ms() + ATTACH_WAIT_MS;
-	char amsg[256];
-	int e;
-
-	for (;;) {
-		msg[0] = '\0';
-		e = cache_new(ccfg, &r->cache, msg, msg_len);
-		if (e != -EBUSY || o->cache_clear)
-			return e;
-		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
-		e = attach_new(o->cache_dir, id, id_len, fetch_s3, r->s3, cancel_s3, r->s3,
-			       &r->attach, amsg, sizeof(amsg));
-		if (e == 0)
-			return 0;
-		if (e == -EBUSY) {
-			/* Not a configuration error: the node is busy. */
-			log_warn(TAG, "%s and %s: mounting without a cache", msg, amsg);
-			return 0;
-		}
-		if ((e != -ENOENT && e != -ECONNREFUSED) || util_now_ms() >= deadline)
-			break;
-		usleep(200 * 1000);
-	}
-	snprintf(msg + strlen(msg), msg_len - strlen(msg),
-		 " and %s; give each mount its own --cache-dir", amsg);
-	return e;
-}
-
 static int run(struct options *o, int notify_fd)
 {
 	struct running r;
@@ -781,6 +720,7 @@ static int run(struct options *o, int notify_fd)
 	struct s3_config scfg;
 	struct fs_options fopts;
 	struct rd_config rcfg;
+	struct stack_config scfg_stack;
 	char share_id[1024];
 	size_t share_len = 0;
 	struct cache_config ccfg;
@@ -883,80 +823,49 @@ static int run(struct options *o, int notify_fd)
 		snprintf(msg, sizeof(msg), "memory budget: %s", strerror(-e));
 		return fail(notify_fd, &r, msg);
 	}
-	memset(&rcfg, 0, sizeof(rcfg));
-	rcfg.fetch = fetch_s3;
-	rcfg.fetch_arg = r.s3;
-	/* Readahead a seek leaves behind is cancelled at S3; with the cache on
-	 * the read path's GETs are the cache's (they fill blocks worth keeping),
-	 * so cancel is cleared there. Across-file readahead (below) passes these
-	 * GETs' done and done_arg to the inner fetch untouched. */
-	rcfg.cancel = cancel_s3;
-	rcfg.cancel_arg = r.s3;
-	rcfg.budget = r.budget;
-	rcfg.part_size = o->part_size;
 	if (o->cache_dir) {
 		memset(&ccfg, 0, sizeof(ccfg));
 		ccfg.dir = o->cache_dir;
 		ccfg.size_bytes = o->cache_size;
 		ccfg.block_size = (uint32_t)o->block_size;
 		ccfg.bucket = o->bucket;
-		ccfg.inner = fetch_s3;
-		ccfg.inner_arg = r.s3;
 		ccfg.clear = o->cache_clear;
 		ccfg.buffer_bytes = cache_buffer_bytes(o);
-		share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
-					      s3_client_endpoint(r.s3));
-		if (share_len >= sizeof(share_id))
-			share_len = sizeof(share_id) - 1;
-		e = open_or_attach_cache(o, &ccfg, &r, share_id, share_len, msg, sizeof(msg));
-		if (e < 0) {
-			if (!msg[0])
-				snprintf(msg, sizeof(msg), "cache dir %s: %s", o->cache_dir,
-					 strerror(-e));
-			return fail(notify_fd, &r, msg);
-		}
 	}
-	if (r.attach) {
-		/* As with a cache of our own: streams aligned to its blocks. A seek
-		 * cancels what is not yet asked of the owner. */
-		rcfg.cancel = attach_cancel;
-		rcfg.cancel_arg = r.attach;
-		rcfg.fetch = NULL;
-		rcfg.fetch_sized = attach_fetch_sized;
-		rcfg.fetch_arg = r.attach;
-		rcfg.align = attach_block_size(r.attach);
-		rcfg.random_align = CACHE_PIECE;
+	share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
+				      s3_client_endpoint(r.s3));
+	if (share_len >= sizeof(share_id))
+		share_len = sizeof(share_id) - 1;
+	memset(&scfg_stack, 0, sizeof(scfg_stack));
+	scfg_stack.s3 = r.s3;
+	scfg_stack.budget = r.budget;
+	scfg_stack.part_size = o->part_size;
+	scfg_stack.cache = o->cache_dir ? &ccfg : NULL;
+	scfg_stack.share_id = share_id;
+	scfg_stack.share_id_len = share_len;
+	e = stack_build(&scfg_stack, &r.stack, msg, sizeof(msg));
+	if (e < 0)
+		return fail(notify_fd, &r, msg);
+	rcfg = r.stack.rd;
+	rcfg.budget = r.budget;
+	rcfg.part_size = o->part_size;
+	if (r.stack.attach) {
 		log_info(TAG, "%s: attached, reads go through its cache (blocks of %u KiB)%s", msg,
-			 attach_block_size(r.attach) >> 10,
+			 attach_block_size(r.stack.attach) >> 10,
 			 o->cache_size ? "; --cache-size is the owner's to set" : "");
-	} else if (r.cache) {
-		msg[0] = '\0';
-		if (cache_share_start(r.cache, o->cache_dir, share_id, share_len, r.budget, &r.share,
-				      msg, sizeof(msg)) < 0)
-			log_warn(TAG, "other mounts cannot share this cache: %s", msg);
-		/* Every GET of the read path goes through the cache, which knows the
-		 * object size and caches whole blocks: a stream's segments are aligned
-		 * to them, a random read's only to the cache's pieces. */
-		rcfg.cancel = NULL;
-		rcfg.fetch = NULL;
-		rcfg.fetch_sized = cache_rd_fetch_sized;
-		rcfg.fetch_arg = r.cache;
-		rcfg.align = o->block_size;
-		rcfg.random_align = CACHE_PIECE;
-		{
-			struct cache_stats cs;
+	} else if (r.stack.cache) {
+		struct cache_stats cs;
 
-			cache_get_stats(r.cache, &cs);
-			log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s; "
-				 "io buffers %llu MiB of --max-memory, readahead budget %llu MiB",
-				 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
-				 (unsigned long long)(cs.pages * cs.block_size / MIB),
-				 (unsigned long long)cs.blocks_used,
-				 cs.direct_io ? ", O_DIRECT" : "",
-				 cs.recovered_unclean ? ", recovered after a crash" : "",
-				 (unsigned long long)(io_reserve(o) / MIB),
-				 (unsigned long long)(ra_budget / MIB));
-		}
+		cache_get_stats(r.stack.cache, &cs);
+		log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s; "
+			 "io buffers %llu MiB of --max-memory, readahead budget %llu MiB",
+			 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
+			 (unsigned long long)(cs.pages * cs.block_size / MIB),
+			 (unsigned long long)cs.blocks_used,
+			 cs.direct_io ? ", O_DIRECT" : "",
+			 cs.recovered_unclean ? ", recovered after a crash" : "",
+			 (unsigned long long)(io_reserve(o) / MIB),
+			 (unsigned long long)(ra_budget / MIB));
 	}
 	{
 		/* Readahead of all streams together: 64 MiB per CPU, at most the
@@ -977,26 +886,6 @@ static int run(struct options *o, int notify_fd)
 			 (unsigned long long)(rcfg.max_ahead / MIB), ncpu,
 			 (unsigned long long)(ra_budget / MIB));
 	}
-	{
-		/* Readahead across files sits on top: it wraps whatever the read
-		 * path fetches through (the cache, or S3), so prefetched files are
-		 * cached on disk too. Objects up to one part are fetched whole. */
-		struct rd_ahead_config acfg;
-
-		memset(&acfg, 0, sizeof(acfg));
-		acfg.fetch = rcfg.fetch;
-		acfg.fetch_sized = rcfg.fetch_sized;
-		acfg.fetch_arg = rcfg.fetch_arg;
-		acfg.budget = r.budget;
-		acfg.max_file_size = o->part_size;
-		e = rd_ahead_new(&acfg, &r.ahead);
-		if (e < 0)
-			return fail(notify_fd, &r, "out of memory");
-		rcfg.fetch = NULL;
-		rcfg.fetch_sized = rd_ahead_fetch_sized;
-		rcfg.fetch_arg = r.ahead;
-	}
-
 	memset(&fopts, 0, sizeof(fopts));
 	fopts.prefix = o->prefix;
 	fopts.uid = o->uid;
@@ -1005,7 +894,7 @@ static int run(struct options *o, int notify_fd)
 	fopts.dir_mode = o->dir_mode;
 	fopts.metadata_ttl_ms = o->metadata_ttl_ms;
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
-	fopts.ahead = r.ahead;
+	fopts.ahead = r.stack.ahead;
 	r.fs = fs_new(&fopts, r.s3, &rcfg);
 	if (!r.fs)
 		return fail(notify_fd, &r, "out of memory");
@@ -1046,24 +935,14 @@ static int run(struct options *o, int notify_fd)
 	}
 	r.mounted = 1;
 	log_info(TAG, "mounted s3://%s/%s on %s", o->bucket, o->prefix, o->mount_abs);
-	if (r.cache || r.attach) {
+	if (r.stack.cached) {
+		/* Warming an attached mount fills the owner's cache. */
 		warm_view.s3 = r.s3;
 		warm_view.prefix = o->prefix;
 		warm_view.prefix_len = strlen(o->prefix);
 		msg[0] = '\0';
-		if (r.cache) {
-			struct cache_stats cs;
-
-			cache_get_stats(r.cache, &cs);
-			e = cache_warm_start(cache_rd_fetch_sized, r.cache, cs.block_size,
-					     o->mount_abs, warm_resolve, &warm_view, &r.warm, msg,
-					     sizeof(msg));
-		} else {
-			/* Warming an attached mount fills the owner's cache. */
-			e = cache_warm_start(attach_fetch_sized, r.attach,
-					     attach_block_size(r.attach), o->mount_abs,
-					     warm_resolve, &warm_view, &r.warm, msg, sizeof(msg));
-		}
+		e = cache_warm_start(r.stack.cached, r.stack.cached_block, o->mount_abs,
+				     warm_resolve, &warm_view, &r.warm, msg, sizeof(msg));
 		if (e < 0)   /* warming is a convenience: mount without it */
 			log_warn(TAG, "feedfs warm will not work on this mount: %s", msg);
 	}

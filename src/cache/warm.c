@@ -7,7 +7,7 @@
  * starts one thread per connection, at most WARM_MAX_CONNS at once. A
  * connection handles one request at a time: it reads a mount-relative path,
  * resolves it to (key, ETag, size) through the daemon's resolve function (a
- * HEAD) and fetches the object block by block through cache_fetch_sized, with
+ * HEAD) and fetches the object block by block through the cache's fetcher, with
  * WARM_DEPTH blocks in flight into buffers it owns. The bytes go nowhere: the
  * point is the cache's write-behind. So warming reads S3 once per missing block
  * and the disk once per cached one (to verify it), and never goes through FUSE
@@ -109,8 +109,7 @@ struct warm_conn {
 };
 
 struct cache_warm {
-	rd_fetch_sized_fn fetch;        /* through a cache: ours, or the owner's */
-	void *fetch_arg;
+	struct fetcher *fetcher;        /* through a cache: ours, or the owner's */
 	cache_resolve_fn resolve;       /* NULL on a share socket: no W requests */
 	void *resolve_arg;
 	char *share_id;                 /* share socket: what an attacher must name */
@@ -159,12 +158,17 @@ struct warm_io {
 	struct warm_conn *conn;
 	size_t len;
 	int busy;               /* under conn->mu: a fetch owns this buffer */
+	struct fetch_req req;
 };
 
+/* Start one fetch into buf through the server's fetcher. */
+static int io_fetch(struct warm_io *io, const char *key, size_t klen, const char *etag,
+		    uint64_t size, uint64_t off, size_t len, char *buf);
+
 /* Cache thread: must not block beyond conn->mu. */
-static void block_done(void *arg, ssize_t result)
+static void block_done(struct fetch_req *req, ssize_t result)
 {
-	struct warm_io *io = arg;
+	struct warm_io *io = req->done_arg;
 	struct warm_conn *k = io->conn;
 
 	pthread_mutex_lock(&k->mu);
@@ -174,6 +178,16 @@ static void block_done(void *arg, ssize_t result)
 	k->inflight--;
 	pthread_cond_broadcast(&k->cv);
 	pthread_mutex_unlock(&k->mu);
+}
+
+static int io_fetch(struct warm_io *io, const char *key, size_t klen, const char *etag,
+		    uint64_t size, uint64_t off, size_t len, char *buf)
+{
+	io->req = (struct fetch_req){
+		.key = key, .key_len = klen, .etag = etag, .obj_size = size,
+		.off = off, .len = len, .buf = buf, .done = block_done, .done_arg = io,
+	};
+	return fetcher_fetch(io->conn->w->fetcher, &io->req);
 }
 
 /* Fetch every block of one object through the cache. Returns bytes or -errno. */
@@ -214,8 +228,7 @@ static ssize_t warm_object(struct warm_conn *k, const char *key, size_t klen, co
 		}
 		ios[slot].conn = k;
 		ios[slot].len = n;
-		rc = k->w->fetch(k->w->fetch_arg, key, klen, etag, size, off, n, bufs[slot],
-				       block_done, &ios[slot]);
+		rc = io_fetch(&ios[slot], key, klen, etag, size, off, n, bufs[slot]);
 		if (rc < 0) {
 			pthread_mutex_lock(&k->mu);
 			ios[slot].busy = 0;
@@ -249,7 +262,7 @@ static ssize_t fetch_range(struct warm_conn *k, const char *key, size_t klen, co
 	pthread_mutex_unlock(&k->mu);
 	io->conn = k;
 	io->len = len;
-	rc = k->w->fetch(k->w->fetch_arg, key, klen, etag, size, off, len, buf, block_done, io);
+	rc = io_fetch(io, key, klen, etag, size, off, len, buf);
 	pthread_mutex_lock(&k->mu);
 	if (rc < 0) {
 		io->busy = 0;
@@ -471,15 +484,14 @@ static void *listener_main(void *arg)
 	return NULL;
 }
 
-static struct cache_warm *server_new(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block)
+static struct cache_warm *server_new(struct fetcher *fetcher, uint32_t block)
 {
 	struct cache_warm *w = calloc(1, sizeof(*w));
 
 	if (!w)
 		return NULL;
 	w->lfd = w->stop_pipe[0] = w->stop_pipe[1] = -1;
-	w->fetch = fetch;
-	w->fetch_arg = fetch_arg;
+	w->fetcher = fetcher;
 	w->block = block;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
@@ -535,11 +547,11 @@ static int server_listen(struct cache_warm *w, const char *what, char *msg, size
 	return 0;
 }
 
-int cache_warm_start(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block,
+int cache_warm_start(struct fetcher *fetcher, uint32_t block,
 		     const char *mount_abs, cache_resolve_fn resolve, void *resolve_arg,
 		     struct cache_warm **out, char *msg, size_t msg_len)
 {
-	struct cache_warm *w = server_new(fetch, fetch_arg, block);
+	struct cache_warm *w = server_new(fetcher, block);
 	char dir[256];
 	struct stat sb;
 	int e;
@@ -597,7 +609,7 @@ int cache_share_start(struct cache *c, const char *cache_dir, const char *id, si
 	struct cache_warm *w;
 
 	cache_get_stats(c, &st);
-	w = server_new(cache_rd_fetch_sized, c, st.block_size);
+	w = server_new(cache_fetcher(c), st.block_size);
 	int e;
 
 	if (!w)
