@@ -1,5 +1,5 @@
 /*
- * cache — block cache in front of the inner fetch function (see cache.h).
+ * cache — block cache over the inner fetcher (see cache.h).
  *
  * DESIGN
  * Threads. One cache thread owns the io_uring ring, the index (index.c), the
@@ -1316,7 +1316,7 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 
 	*out = NULL;
 	if (!cfg->dir || !cfg->dir[0] || !cfg->inner) {
-		snprintf(msg, msg_len, "cache: no directory or no fetch function");
+		snprintf(msg, msg_len, "cache: no directory or no inner fetcher");
 		return -EINVAL;
 	}
 	if (bs < CACHE_BLOCK_MIN || bs > CACHE_BLOCK_MAX || (bs & (bs - 1))) {
