@@ -46,7 +46,7 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB       := $(BUILD)/libfeedfs.a
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
-UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o
+UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetch.o
 
 .SECONDARY:
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \

@@ -45,24 +45,12 @@
 #include "feedfs/options.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/s3.h"
+#include "feedfs/stack.h"
 #include "feedfs/stats.h"
 #include "feedfs/util.h"
 
 #define TAG "main"
 #define MIB (1ULL << 20)
-
-static int fetch_s3(void *arg, const char *key, size_t key_len, const char *if_match,
-		    uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
-{
-	return s3_get_async(arg, key, key_len, if_match, off, len, buf, done, done_arg);
-}
-
-/* rd_cancel_fn over the S3 client. When the note cannot be queued (no memory,
- * shutting down) the GET just runs to its end. */
-static void cancel_s3(void *arg, rd_fetch_done_fn done, void *done_arg)
-{
-	(void)s3_get_cancel(arg, done, done_arg);
-}
 
 struct warm_view {
 	struct s3_client *s3;
@@ -154,12 +142,9 @@ static char *mount_options(const struct options *o)
 struct running {
 	struct creds_chain *creds;
 	struct s3_client *s3;
-	struct cache *cache;
-	struct attach *attach;          /* another mount owns the cache dir */
-	struct ctl_share *share;        /* we own it: others may attach */
+	struct stack stack;             /* the read path's fetchers: cache, attach, ahead */
 	struct ctl_warm *warm;
 	struct rd_budget *budget;
-	struct rd_ahead *ahead;
 	struct fs *fs;
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
@@ -189,11 +174,7 @@ static void teardown(struct running *r)
 	stats_log(&r->reg);
 	if (r->fs)
 		fs_destroy(r->fs);
-	rd_ahead_destroy(r->ahead);         /* fetches through the cache */
-	attach_destroy(r->attach);          /* after its users, before s3 (its fallback) */
-	ctl_share_stop(r->share);           /* attached mounts fall back to S3 */
-	if (r->cache)
-		cache_destroy(r->cache);
+	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
 	if (r->s3)
 		s3_client_destroy(r->s3);
 	if (r->budget)
@@ -214,47 +195,6 @@ static int fail(int notify_fd, struct running *r, const char *line)
 	teardown(r);
 	log_close();
 	return 1;
-}
-
-/*
- * Own the cache dir, or attach to its owner when another mount of the same
- * bucket and endpoint holds it. Pods of one node start together: while the
- * owner is still opening its cache (no share socket yet), or has just gone
- * (its lock released), keep trying either for up to ATTACH_WAIT_MS. Returns
- * 0 (r->cache or r->attach set, or neither: the owner is full, a warning is
- * logged) or -errno with a line in msg.
- */
-#define ATTACH_WAIT_MS 20000
-static int open_or_attach_cache(const struct options *o, const struct cache_config *ccfg,
-				struct running *r, const char *id, size_t id_len, char *msg,
-				size_t msg_len)
-{
-	int64_t deadline = util_now_ms() + ATTACH_WAIT_MS;
-	char amsg[256];
-	int e;
-
-	for (;;) {
-		msg[0] = '\0';
-		e = cache_new(ccfg, &r->cache, msg, msg_len);
-		if (e != -EBUSY || o->cache_clear)
-			return e;
-		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
-		e = attach_new(o->cache_dir, id, id_len, fetch_s3, r->s3, cancel_s3, r->s3,
-			       &r->attach, amsg, sizeof(amsg));
-		if (e == 0)
-			return 0;
-		if (e == -EBUSY) {
-			/* Not a configuration error: the node is busy. */
-			log_warn(TAG, "%s and %s: mounting without a cache", msg, amsg);
-			return 0;
-		}
-		if ((e != -ENOENT && e != -ECONNREFUSED) || util_now_ms() >= deadline)
-			break;
-		usleep(200 * 1000);
-	}
-	snprintf(msg + strlen(msg), msg_len - strlen(msg),
-		 " and %s; give each mount its own --cache-dir", amsg);
-	return e;
 }
 
 /* No core dumps, malloc tuned for the read path, the log sink. Before any
@@ -380,10 +320,12 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 			   char *msg, size_t msg_len)
 {
 	char share_id[1024];
-	size_t share_len = 0;
+	size_t share_len;
 	struct cache_config ccfg;
+	struct stack_config scfg;
 	/* Readahead gets what --max-memory leaves after the cache's io buffers. */
 	uint64_t ra_budget = o->max_memory - io_reserve(o);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int e;
 
 	e = rd_budget_new(ra_budget, &r->budget);
@@ -391,114 +333,59 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 		snprintf(msg, msg_len, "memory budget: %s", strerror(-e));
 		return e;
 	}
-	memset(rcfg, 0, sizeof(*rcfg));
-	rcfg->fetch = fetch_s3;
-	rcfg->fetch_arg = r->s3;
-	/* Readahead a seek leaves behind is cancelled at S3; with the cache on
-	 * the read path's GETs are the cache's (they fill blocks worth keeping),
-	 * so cancel is cleared there. Across-file readahead (below) passes these
-	 * GETs' done and done_arg to the inner fetch untouched. */
-	rcfg->cancel = cancel_s3;
-	rcfg->cancel_arg = r->s3;
-	rcfg->budget = r->budget;
-	rcfg->part_size = o->part_size;
 	if (o->cache_dir) {
 		memset(&ccfg, 0, sizeof(ccfg));
 		ccfg.dir = o->cache_dir;
 		ccfg.size_bytes = o->cache_size;
 		ccfg.block_size = (uint32_t)o->block_size;
 		ccfg.bucket = o->bucket;
-		ccfg.inner = fetch_s3;
-		ccfg.inner_arg = r->s3;
 		ccfg.clear = o->cache_clear;
 		ccfg.buffer_bytes = cache_buffer_share(o->max_memory);
-		share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
-					      s3_client_endpoint(r->s3));
-		if (share_len >= sizeof(share_id))
-			share_len = sizeof(share_id) - 1;
-		e = open_or_attach_cache(o, &ccfg, r, share_id, share_len, msg, msg_len);
-		if (e < 0) {
-			if (!msg[0])
-				snprintf(msg, msg_len, "cache dir %s: %s", o->cache_dir,
-					 strerror(-e));
-			return e;
-		}
 	}
-	if (r->attach) {
-		/* As with a cache of our own: streams aligned to its blocks. A seek
-		 * cancels what is not yet asked of the owner. */
-		rcfg->cancel = attach_cancel;
-		rcfg->cancel_arg = r->attach;
-		rcfg->fetch = NULL;
-		rcfg->fetch_sized = attach_fetch_sized;
-		rcfg->fetch_arg = r->attach;
-		rcfg->align = attach_block_size(r->attach);
-		rcfg->random_align = CACHE_PIECE;
+	/* Who may share our cache dir: mounts of the same bucket and endpoint. */
+	share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
+				     s3_client_endpoint(r->s3));
+	if (share_len >= sizeof(share_id))
+		share_len = sizeof(share_id) - 1;
+	memset(&scfg, 0, sizeof(scfg));
+	scfg.s3 = r->s3;
+	scfg.budget = r->budget;
+	scfg.part_size = o->part_size;
+	scfg.cache = o->cache_dir ? &ccfg : NULL;
+	scfg.share_id = share_id;
+	scfg.share_id_len = share_len;
+	e = stack_build(&scfg, &r->stack, msg, msg_len);
+	if (e < 0)
+		return e;
+	*rcfg = r->stack.rd;
+	rcfg->budget = r->budget;
+	rcfg->part_size = o->part_size;
+	if (r->stack.attach) {
 		log_info(TAG, "%s: attached, reads go through its cache (blocks of %u KiB)%s", msg,
-			 attach_block_size(r->attach) >> 10,
+			 attach_block_size(r->stack.attach) >> 10,
 			 o->cache_size ? "; --cache-size is the owner's to set" : "");
-	} else if (r->cache) {
-		msg[0] = '\0';
-		if (ctl_share_start(r->cache, o->cache_dir, share_id, share_len, r->budget,
-				      &r->share, msg, msg_len) < 0)
-			log_warn(TAG, "other mounts cannot share this cache: %s", msg);
-		/* Every GET of the read path goes through the cache, which knows the
-		 * object size and caches whole blocks: a stream's segments are aligned
-		 * to them, a random read's only to the cache's pieces. */
-		rcfg->cancel = NULL;
-		rcfg->fetch = NULL;
-		rcfg->fetch_sized = cache_rd_fetch_sized;
-		rcfg->fetch_arg = r->cache;
-		rcfg->align = o->block_size;
-		rcfg->random_align = CACHE_PIECE;
-		{
-			struct cache_stats cs;
+	} else if (r->stack.cache) {
+		struct cache_stats cs;
 
-			cache_get_stats(r->cache, &cs);
-			log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s; "
-				 "io buffers %llu MiB of --max-memory, readahead budget %llu MiB",
-				 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
-				 (unsigned long long)(cs.pages * cs.block_size / MIB),
-				 (unsigned long long)cs.blocks_used,
-				 cs.direct_io ? ", O_DIRECT" : "",
-				 cs.recovered_unclean ? ", recovered after a crash" : "",
-				 (unsigned long long)(io_reserve(o) / MIB),
-				 (unsigned long long)(ra_budget / MIB));
-		}
-	}
-	{
-		/* Readahead of all streams together: the prefetch module's caps for
-		 * this machine's CPUs, within the budget. */
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-
-		rd_config_set_caps(rcfg, ncpu, ra_budget);
-		log_info(TAG, "readahead: up to %llu MiB per stream, %llu MiB for all "
-			 "streams together (%ld CPUs), of a %llu MiB budget",
-			 (unsigned long long)(rcfg->max_window / MIB),
-			 (unsigned long long)(rcfg->max_ahead / MIB), ncpu,
+		cache_get_stats(r->stack.cache, &cs);
+		log_info(TAG, "block cache %s: %llu pages of %u KiB (%llu MiB), %llu in use%s%s; "
+			 "io buffers %llu MiB of --max-memory, readahead budget %llu MiB",
+			 o->cache_dir, (unsigned long long)cs.pages, cs.block_size >> 10,
+			 (unsigned long long)(cs.pages * cs.block_size / MIB),
+			 (unsigned long long)cs.blocks_used,
+			 cs.direct_io ? ", O_DIRECT" : "",
+			 cs.recovered_unclean ? ", recovered after a crash" : "",
+			 (unsigned long long)(io_reserve(o) / MIB),
 			 (unsigned long long)(ra_budget / MIB));
 	}
-	{
-		/* Readahead across files sits on top: it wraps whatever the read
-		 * path fetches through (the cache, or S3), so prefetched files are
-		 * cached on disk too. Objects up to one part are fetched whole. */
-		struct rd_ahead_config acfg;
-
-		memset(&acfg, 0, sizeof(acfg));
-		acfg.fetch = rcfg->fetch;
-		acfg.fetch_sized = rcfg->fetch_sized;
-		acfg.fetch_arg = rcfg->fetch_arg;
-		acfg.budget = r->budget;
-		acfg.max_file_size = o->part_size;
-		e = rd_ahead_new(&acfg, &r->ahead);
-		if (e < 0) {
-			snprintf(msg, msg_len, "out of memory");
-			return e;
-		}
-		rcfg->fetch = NULL;
-		rcfg->fetch_sized = rd_ahead_fetch_sized;
-		rcfg->fetch_arg = r->ahead;
-	}
+	/* Readahead of all streams together: the prefetch module's caps for
+	 * this machine's CPUs, within the budget. */
+	rd_config_set_caps(rcfg, ncpu, ra_budget);
+	log_info(TAG, "readahead: up to %llu MiB per stream, %llu MiB for all "
+		 "streams together (%ld CPUs), of a %llu MiB budget",
+		 (unsigned long long)(rcfg->max_window / MIB),
+		 (unsigned long long)(rcfg->max_ahead / MIB), ncpu,
+		 (unsigned long long)(ra_budget / MIB));
 	return 0;
 }
 
@@ -518,7 +405,7 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.dir_mode = o->dir_mode;
 	fopts.metadata_ttl_ms = o->metadata_ttl_ms;
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
-	fopts.ahead = r->ahead;
+	fopts.ahead = r->stack.ahead;
 	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
 	if (!mopts) {
 		snprintf(msg, msg_len, "out of memory");
@@ -563,9 +450,9 @@ static void register_stats(const struct options *o, struct running *r)
 
 	stats_reg_group(&r->reg, &fs_stats_group, r->fs);
 	stats_reg_group(&r->reg, &s3_stats_group, r->s3);
-	stats_reg_group(&r->reg, &cache_stats_group, r->cache);
-	stats_reg_group(&r->reg, &attach_stats_group, r->attach);
-	stats_reg_group(&r->reg, &ahead_stats_group, r->ahead);
+	stats_reg_group(&r->reg, &cache_stats_group, r->stack.cache);
+	stats_reg_group(&r->reg, &attach_stats_group, r->stack.attach);
+	stats_reg_group(&r->reg, &ahead_stats_group, r->stack.ahead);
 	stats_reg_group(&r->reg, &budget_stats_group, r->budget);
 	d = fs_hists(r->fs, &n);
 	stats_reg_hists(&r->reg, d, n);
@@ -591,18 +478,11 @@ static int start_ctl(const struct options *o, struct running *r, struct warm_vie
 	view->s3 = r->s3;
 	view->prefix = o->prefix;
 	view->prefix_len = strlen(o->prefix);
-	if (r->cache) {
-		struct cache_stats cs;
-
-		cache_get_stats(r->cache, &cs);
-		e = ctl_warm_new(cache_rd_fetch_sized, r->cache, cs.block_size, warm_resolve, view,
+	if (r->stack.cached)
+		e = ctl_warm_new(r->stack.cached, r->stack.cached_block, warm_resolve, view,
 				 &r->warm);
-	} else if (r->attach) {
-		e = ctl_warm_new(attach_fetch_sized, r->attach, attach_block_size(r->attach),
-				 warm_resolve, view, &r->warm);
-	} else {
-		e = ctl_warm_new(NULL, NULL, 0, NULL, NULL, &r->warm);
-	}
+	else
+		e = ctl_warm_new(NULL, 0, NULL, NULL, &r->warm);
 	if (e < 0) {
 		snprintf(msg, msg_len, "out of memory");
 		return e;

@@ -9,14 +9,17 @@
  * order it asks this module (rd_ahead_want) for the next files in that order.
  * Each wanted object is fetched whole, by one GET with If-Match, into a buffer
  * charged to the read budget; the entry is keyed by (key, ETag).
- *  - rd_ahead_fetch_sized is the read path's fetch function (rd_config) and
- *    wraps the real one (the block cache, or S3). A request for bytes of an
- *    entry is answered from it: the bytes are copied and the entry is freed
- *    (a dataset file is read once per epoch; the page cache and the block
- *    cache keep it after that). A request that finds the entry still in flight
- *    joins it. Anything else goes to the inner fetch untouched, with the
- *    caller's own done and done_arg, so the caller may cancel it there
- *    (rd_config.cancel names the inner fetch's cancel).
+ *  - rd_ahead_fetcher is a fetcher (fetch.h) over an inner one (the block
+ *    cache, the attached cache, or S3); it is the top of the stack that
+ *    rd_config names. A request for bytes of an entry is answered from it:
+ *    the bytes are copied and the entry is freed (a dataset file is read once
+ *    per epoch; the page cache and the block cache keep it after that). A
+ *    request that finds the entry still in flight joins it. Anything else is
+ *    handed to the inner fetcher as it is (the caller's own struct fetch_req).
+ *  - Cancel: a joined request is taken off its entry and ends -ECANCELED (on
+ *    the answer thread; the entry's GET goes on); one answered from a finished
+ *    entry gets its full result; any other is forwarded to the inner fetcher,
+ *    which holds it. `cancels` is the inner fetcher's.
  *  - Never wrong bytes: an entry serves only requests naming the same ETag,
  *    and its GET was made with If-Match on that ETag (a changed object fails
  *    it, and the joined requests get that error, -ESTALE).
@@ -37,12 +40,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "feedfs/fetch.h"
 #include "feedfs/prefetch.h"
 
 struct rd_ahead_config {
-	rd_fetch_fn fetch;              /* the inner fetch, used when fetch_sized is NULL */
-	rd_fetch_sized_fn fetch_sized;  /* preferred (block cache on) */
-	void *fetch_arg;
+	struct fetcher *inner;          /* must outlive the rd_ahead */
 	struct rd_budget *budget;       /* must outlive the rd_ahead */
 	uint64_t max_bytes;             /* held + in flight; 0: budget max / 4 */
 	uint64_t max_file_size;         /* larger objects are never wanted; 0: 8 MiB */
@@ -62,7 +64,7 @@ struct rd_ahead_stats {
 
 struct rd_ahead;
 
-/* 0, -EINVAL (no fetch or budget) or -ENOMEM. */
+/* 0, -EINVAL (no inner fetcher or budget) or -ENOMEM. */
 int rd_ahead_new(const struct rd_ahead_config *cfg, struct rd_ahead **out);
 /* Waits for the GETs in flight and frees every entry. No want or fetch may be
  * running or start. */
@@ -75,10 +77,8 @@ void rd_ahead_destroy(struct rd_ahead *a);
 int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
 		   uint64_t size);
 
-/* rd_fetch_sized_fn (fetch_arg = struct rd_ahead *): see DESIGN. */
-int rd_ahead_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
-			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
-			 rd_fetch_done_fn done, void *done_arg);
+/* This layer as a fetcher (fetch.h): see DESIGN. Lives as long as a. */
+struct fetcher *rd_ahead_fetcher(struct rd_ahead *a);
 
 /* The largest object rd_ahead_want takes. */
 uint64_t rd_ahead_max_file_size(const struct rd_ahead *a);

@@ -8,7 +8,7 @@
  * cache.h). attach_new connects ATTACH_CONNS times, names the bucket and
  * endpoint on each connection ("H") and learns the owner's block size and
  * largest read (fewer connections when the owner is nearly full). The
- * read path's fetch function is attach_fetch_sized: a request is queued; one
+ * read path fetches through attach_fetcher (fetch.h): a request is queued; one
  * thread per connection takes it, asks the owner for it block by block ("R",
  * each piece at most the owner's largest read, never across a block
  * boundary) and receives
@@ -17,14 +17,18 @@
  *    If-Match on a miss; an error it answers (ESTALE included) is the
  *    request's result.
  *  - The owner going away (unmounted, killed) is not an error: the request in
- *    hand and every later one go to the inner fetch (S3, with this mount's own
+ *    hand and every later one go to the inner fetcher (S3, with this mount's own
  *    credentials), and this is logged once. A restarted owner is not
  *    re-attached to; remount to share again.
- *  - Requests without an ETag go to the inner fetch (the cache needs one).
- *  - Cancel (a seek or a close of the reading file): see attach_cancel.
+ *  - Requests without an ETag or an object size go to the inner fetcher (the
+ *    owner's cache needs both), as the caller's own request.
+ *  - Cancel (a seek or a close of the reading file; cancels = 1): a request
+ *    still queued ends with -ECANCELED without asking the owner; one in hand
+ *    stops before its next block (the block being read finishes). A request
+ *    that went to the inner fetcher is cancelled there.
  * Threads: fetch is called from the read path (file locks held: it only
  * queues); done runs on an attach thread or, after a fallback, on the inner
- * fetch's thread. One mutex guards the queue and the state.
+ * fetcher's thread. One mutex guards the queue and the state.
  */
 #ifndef FEEDFS_ATTACH_H
 #define FEEDFS_ATTACH_H
@@ -32,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "feedfs/prefetch.h"
+#include "feedfs/fetch.h"
 
 #define ATTACH_CONNS 8
 
@@ -42,20 +46,20 @@ struct attach_stats {
 	uint64_t reads;         /* requests answered by the owner */
 	uint64_t bytes;         /* bytes they carried */
 	uint64_t fallbacks;     /* requests sent to the inner fetch instead */
-	uint64_t cancelled;     /* requests ended early by attach_cancel */
+	uint64_t cancelled;     /* requests ended early by a cancel */
 };
 
 /*
  * Connect to the owner of cache_dir as a mount of id (id_len bytes: bucket
  * and endpoint). One try: the caller retries an owner still starting.
- * inner is the fetch used when the owner is gone. Returns 0, or -errno with a
+ * inner is the fetcher used when the owner is gone (it must outlive the
+ * attach). Returns 0, or -errno with a
  * line in msg: -ENOENT/-ECONNREFUSED (no owner listening), -EXDEV (the owner
  * mounts another bucket or endpoint), -EBUSY (the owner is at SHARE_MAX_CONNS
  * connections), -EPROTO.
  */
-int attach_new(const char *cache_dir, const char *id, size_t id_len,
-	       rd_fetch_fn inner, void *inner_arg, rd_cancel_fn inner_cancel,
-	       void *inner_cancel_arg, struct attach **out, char *msg, size_t msg_len);
+int attach_new(const char *cache_dir, const char *id, size_t id_len, struct fetcher *inner,
+	       struct attach **out, char *msg, size_t msg_len);
 /* Every request queued must have completed (no read running). */
 void attach_destroy(struct attach *a);
 uint32_t attach_block_size(const struct attach *a);
@@ -63,15 +67,8 @@ void attach_get_stats(struct attach *a, struct attach_stats *out);
 struct stats_group;
 extern const struct stats_group attach_stats_group;    /* obj: struct attach * */
 
-/* rd_cancel_fn (cancel_arg = struct attach *): a request still queued ends
- * with -ECANCELED without asking the owner; one in hand stops before its next
- * block (the block being read finishes). A request that went to the inner
- * fetch is cancelled there (inner_cancel). */
-void attach_cancel(void *arg, rd_fetch_done_fn done, void *done_arg);
-
-/* rd_fetch_sized_fn (fetch_arg = struct attach *). */
-int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
-		       uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		       rd_fetch_done_fn done, void *done_arg);
+/* This mount's reads through the owner's cache, as a fetcher (fetch.h; see
+ * DESIGN). Lives as long as a. */
+struct fetcher *attach_fetcher(struct attach *a);
 
 #endif

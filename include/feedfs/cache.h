@@ -1,9 +1,9 @@
 /*
- * cache — the on-node block cache: a decorator of the read path's fetch function.
+ * cache — the on-node block cache: a layer of the read path's fetcher stack.
  *
  * DESIGN (details and on-disk format: docs/CACHE.md)
- * cache_fetch has the rd_fetch_fn signature (fetch_arg = struct cache *) and wraps
- * an inner rd_fetch_fn (s3_get_async in production). A request [off, off+len) of
+ * cache_fetcher is a fetcher (fetch.h) over an inner fetcher (S3 in
+ * production, see src/stack.c). A request [off, off+len) of
  * (key, ETag) is cut into aligned blocks of block_size. Each block is either read
  * from the slab file on local disk (io_uring, CRC32C checked) or fetched through
  * the inner function; fetched bytes are handed to the caller first and written to
@@ -11,16 +11,19 @@
  * or one inner GET (single flight).
  *  - Identity of a cached block: 128-bit hash of (bucket, key, ETag, block number).
  *    A request without an ETag (NULL or "") cannot be verified and bypasses the
- *    cache entirely (passed straight to the inner fetch).
+ *    cache entirely (the caller's request is handed to the inner fetcher).
  *  - A cached block holds a prefix [0, n) of its block (n == block_size except
  *    for the short last block of an object, or when the object size is unknown).
- *    cache_fetch (size unknown) may widen a fetch down to the block start but
- *    never past the requested end; cache_fetch_sized widens to the full block
- *    (or EOF), which is what the prefetch layer should use.
+ *    A request with obj_size FETCH_SIZE_UNKNOWN may widen a fetch down to the
+ *    block start but never past the requested end; with the size known it
+ *    widens to the full block (or EOF), which is what the read path does.
+ *  - Cancel is a no-op (cancels = 0) for the requests it holds: their blocks
+ *    are shared and worth caching, so every one runs to its end. A bypassed
+ *    request's cancel is forwarded to the inner fetcher, which holds it.
  *  - One thread owns the io_uring ring and the whole index; callers and inner
  *    fetch completions hand work to it through a locked queue + eventfd.
- *    `done` callbacks run ON THE CACHE THREAD and must not block (same rule as
- *    s3_get_async's http thread).
+ *    `done` callbacks run ON THE CACHE THREAD (a bypassed request's, on the
+ *    inner fetcher's) and must not block.
  *  - One process owns a cache dir (flock); a second one gets -EBUSY and a message
  *    naming the owner pid.
  */
@@ -31,6 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "feedfs/fetch.h"
 #include "feedfs/prefetch.h"
 
 #define CACHE_BLOCK_DEFAULT   (4u << 20)     /* why 4 MiB: docs/CACHE.md "Block size" */
@@ -46,8 +50,7 @@ struct cache_config {
 	uint64_t size_bytes;        /* --cache-size; 0: half of (free - 5% of disk) */
 	uint32_t block_size;        /* --block-size; 0: CACHE_BLOCK_DEFAULT; power of 2 */
 	const char *bucket;         /* part of every block's identity; NULL: "" */
-	rd_fetch_fn inner;          /* s3_get_async in production */
-	void *inner_arg;
+	struct fetcher *inner;      /* S3 in production; must outlive the cache */
 	uint64_t buffer_bytes;      /* io buffers (registered); 0: CACHE_BUFFER_DEFAULT, >= 4 blocks */
 	int clear;                  /* --cache-clear: drop all cached blocks at start */
 	int no_direct;              /* never use O_DIRECT (tests); default: try it */
@@ -91,18 +94,10 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
  * shutdown marker) and releases the dir. Callers must have stopped fetching. */
 void cache_destroy(struct cache *c);
 
-/* rd_fetch_fn: fetch_arg is the struct cache *. Object size unknown: blocks
- * past the requested end are never fetched. Same contract as s3_get_async:
- * returns 0 when queued (done(done_arg, len or -errno) later, on the cache
- * thread), or -errno when not queued (done not called). */
-int cache_fetch(void *fetch_arg, const char *key, size_t key_len, const char *if_match,
-		uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg);
-
-/* As cache_fetch, with the object size known: every block is fetched and cached
- * whole (the last one short), whatever part of it was asked for. */
-int cache_fetch_sized(struct cache *c, const char *key, size_t key_len, const char *etag,
-		      uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		      rd_fetch_done_fn done, void *done_arg);
+/* The cache as a fetcher (fetch.h; see DESIGN): what the read path, warming
+ * and the share socket fetch through. Lives as long as c. -EINVAL for an
+ * empty range or one past obj_size. */
+struct fetcher *cache_fetcher(struct cache *c);
 
 /* Waits until every slab write queued before the call has finished (tests,
  * benchmarks; never needed for correctness). Blocking; not from a done callback. */
@@ -130,12 +125,6 @@ extern const struct stats_group cache_stats_group;
  * (only ours, by fixed name). Fails with -EBUSY when another process owns it. */
 int cache_clear(const char *dir, char *msg, size_t msg_len);
 
-/* rd_fetch_sized_fn over cache_fetch_sized (fetch_arg is the struct cache *):
- * what the read path uses when the cache is on. */
-int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
-			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
-			 rd_fetch_done_fn done, void *done_arg);
-
 /*
  * Sharing: one mount owns a cache dir (its lock); other mounts of the same
  * bucket at the same endpoint attach to it through a socket in the cache dir
@@ -146,7 +135,7 @@ int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const
  *           bucket/endpoint, or "ERR <EBUSY>\n" at its connection limit
  *   client: "R <key len> <etag len> <object size> <off> <len>\n" + key + ETag,
  *           len at most max read
- *   owner:  "OK <len>\n" + len bytes (through cache_fetch_sized), or "ERR <errno>\n"
+ *   owner:  "OK <len>\n" + len bytes (through cache_fetcher), or "ERR <errno>\n"
  * The socket is 0600 in the 0700 cache dir: the same uid only. The owner
  * charges each request's buffer to its read budget while it serves it.
  */

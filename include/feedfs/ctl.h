@@ -25,7 +25,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "feedfs/prefetch.h"
 #include "feedfs/stats.h"
 
 /* ---- the socket server (server.c) ---------------------------------------- */
@@ -104,9 +103,11 @@ void ctl_rate(struct ctl *c, struct stats_rate *out);
 typedef int (*ctl_resolve_fn)(void *arg, const char *path, size_t path_len, char **key,
 			      size_t *key_len, char *etag, size_t etag_len, uint64_t *size);
 struct ctl_warm;
-/* Blocks are fetched with fetch (our cache, or the owner's through attach),
- * block bytes at a time. 0 or -ENOMEM. */
-int ctl_warm_new(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block, ctl_resolve_fn resolve,
+/* Blocks are fetched through fetcher (our cache, or the owner's through
+ * attach; it must outlive the ctl), block bytes at a time. With no fetcher
+ * (no cache) every W is answered EOPNOTSUPP. 0 or -ENOMEM. */
+struct fetcher;
+int ctl_warm_new(struct fetcher *fetcher, uint32_t block, ctl_resolve_fn resolve,
 		 void *resolve_arg, struct ctl_warm **out);
 /* Add the W verb (and the per-connection cleanup) to a ctl_config. */
 void ctl_warm_register(struct ctl_warm *w, struct ctl_config *cfg);

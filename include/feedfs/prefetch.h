@@ -5,8 +5,9 @@
  *
  * DESIGN
  * Each open file (struct rd_file) keeps an ordered list of segments: byte ranges
- * [off, off+len) with a buffer, each filled by one ranged GET issued through the
- * fetch function (s3_get_async in production, a fake in unit tests).
+ * [off, off+len) with a buffer, each filled by one request (struct fetch_req,
+ * embedded in the segment) to cfg->fetcher: the fetcher stack of fetch.h in
+ * production, the shared fake (tests/unit/fake_fetch.c) in unit tests.
  *  - Small objects (size <= part_size) are fetched whole on the first read.
  *  - A sequential reader (each read starts where the last ended, give or take
  *    a small forward skip or a backward re-read inside what is held) gets a
@@ -18,8 +19,8 @@
  *    window resets. Readahead chunks end on the same alignment.
  *  - Segments behind the reader are freed; on a seek, the stream's readahead
  *    that is no longer wanted is dropped, and its GETs still in flight are
- *    cancelled through cfg->cancel when there is one (without it, or when a
- *    GET was nearly done, it finishes into its buffer, which is then freed).
+ *    cancelled through the fetcher when it cancels (fetcher->cancels; when it
+ *    does not, or a GET was nearly done, it finishes into its buffer).
  *    rd_close cancels the same way before it waits for its GETs.
  * Every segment buffer is charged to the budget before its GET is issued.
  * Readahead never waits for budget: it just issues less. A demand read asks for
@@ -40,6 +41,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "feedfs/fetch.h"
+
 #define RD_WINDOW_MIN (1u << 20)    /* first readahead window: 1 MiB */
 
 /* Global memory budget for in-flight and readahead buffers. */
@@ -57,34 +60,10 @@ uint64_t rd_budget_max(struct rd_budget *b);
 struct stats_group;
 extern const struct stats_group budget_stats_group;    /* obj: struct rd_budget * */
 
-/* Same contract as s3_get_async (see s3.h). In particular done must not run on
- * the calling thread before fetch returns (it is called with the file locked). */
-typedef void (*rd_fetch_done_fn)(void *arg, ssize_t result);
-typedef int (*rd_fetch_fn)(void *fetch_arg, const char *key, size_t key_len,
-			   const char *if_match, uint64_t off, size_t len, void *buf,
-			   rd_fetch_done_fn done, void *done_arg);
-
-/* As rd_fetch_fn, with the object size as known at rd_open (the block cache's
- * cache_fetch_sized needs it to cache the short last block whole). */
-typedef int (*rd_fetch_sized_fn)(void *fetch_arg, const char *key, size_t key_len,
-				 const char *if_match, uint64_t obj_size, uint64_t off,
-				 size_t len, void *buf, rd_fetch_done_fn done, void *done_arg);
-
-/* Ask the fetch that was given (done, done_arg) to end early: its done still
- * runs exactly once, later and never on the calling thread (it is called with
- * the file locked), with -ECANCELED or with its full result. Called only
- * before that done has run. Same contract as s3_get_cancel (see s3.h). */
-typedef void (*rd_cancel_fn)(void *cancel_arg, rd_fetch_done_fn done, void *done_arg);
-
 struct rd_config {
-	rd_fetch_fn fetch;              /* used when fetch_sized is NULL */
-	rd_fetch_sized_fn fetch_sized;  /* preferred when set (block cache on) */
-	void *fetch_arg;                /* passed to whichever of the two is used */
-	rd_cancel_fn cancel;            /* optional: NULL, GETs run to their end. Must
-					 * reach the fetch that received seg_done's
-					 * done_arg untouched (fetch layers between
-					 * pass it through) */
-	void *cancel_arg;
+	struct fetcher *fetcher;        /* the top of the fetcher stack (fetch.h); it
+					 * must outlive every rd_file. Its cancel ends
+					 * readahead a seek left behind, when it cancels */
 	struct rd_budget *budget;
 	uint64_t part_size;         /* max bytes per GET; default 8 MiB */
 	uint64_t max_window;        /* readahead cap; default 64 MiB, clamped to budget/4 */
@@ -113,9 +92,8 @@ struct rd_file;
 struct stats_hist;
 
 /* key and etag are copied. etag may be NULL (then no If-Match). size is the
- * object size as known at open. cfg->fetch or cfg->fetch_sized, and cfg->budget
- * are required; the
- * budget must outlive the file. Returns NULL only on allocation failure. */
+ * object size as known at open; every request carries it. cfg->fetcher and
+ * cfg->budget are required; both must outlive the file. Returns NULL only on allocation failure. */
 struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
 			uint64_t size, const char *etag);
 

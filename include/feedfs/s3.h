@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "feedfs/fetch.h"
+
 struct creds_chain;
 struct s3_client;
 
@@ -154,6 +156,17 @@ int s3_get_async(struct s3_client *c, const char *key, size_t key_len,
  * not an error: not counted in errors, not logged. 0, or -errno when the note
  * could not be queued (the GET then runs to its end). */
 int s3_get_cancel(struct s3_client *c, s3_get_done_fn done, void *arg);
+
+/* The client as the bottom of the read path's fetcher stack (fetch.h):
+ * fetch is s3_get_async of [off, off+len) with If-Match on the request's ETag
+ * (obj_size is not needed), cancel is s3_get_cancel (cancels = 1; a note that
+ * cannot be queued lets the GET run to its end). Caller-allocated; nothing to
+ * destroy. done runs on the http thread. */
+struct s3_fetcher {
+	struct fetcher base;
+	struct s3_client *client;
+};
+void s3_fetcher_init(struct s3_fetcher *sf, struct s3_client *c);
 
 /* Blocking form of s3_get_async. Returns len or -errno. */
 ssize_t s3_get(struct s3_client *c, const char *key, size_t key_len,

@@ -30,18 +30,15 @@ struct att_job {
 	uint64_t size, off;
 	size_t len;
 	char *buf;
-	rd_fetch_done_fn done;
-	void *done_arg;
+	struct fetch_req *req;          /* the caller's: req->done(req, ...) at the end */
 	int cancelled;                  /* guarded by attach.mu */
 };
 
 struct attach {
+	struct fetcher base;            /* what the read path and warm fetch through */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	uint32_t block, max_read;
-	rd_fetch_fn inner;
-	void *inner_arg;
-	rd_cancel_fn inner_cancel;
-	void *inner_cancel_arg;
+	struct fetcher *inner;          /* S3: the fallback */
 	struct att_worker {
 		struct attach *a;
 		int fd;                 /* its connection to the owner */
@@ -172,17 +169,18 @@ static void job_free(struct att_job *j)
 	free(j);
 }
 
-/* Hand the job to the inner fetch (which then owns done). */
+/* Hand the caller's request to the inner fetcher (which then owns done, and
+ * takes its cancel). */
 static void fallback(struct attach *a, struct att_job *j)
 {
-	int rc = a->inner(a->inner_arg, j->key, j->key_len, j->etag, j->off, j->len, j->buf,
-			  j->done, j->done_arg);
+	struct fetch_req *req = j->req;
+	int rc = fetcher_fetch(a->inner, req);
 
 	pthread_mutex_lock(&a->mu);
 	a->st.fallbacks++;
 	pthread_mutex_unlock(&a->mu);
 	if (rc < 0)
-		j->done(j->done_arg, rc);
+		req->done(req, rc);
 	job_free(j);
 }
 
@@ -230,7 +228,7 @@ static void *worker_main(void *arg)
 				a->st.bytes += (uint64_t)r;
 			}
 			pthread_mutex_unlock(&a->mu);
-			j->done(j->done_arg, r);
+			j->req->done(j->req, r);
 			job_free(j);
 		}
 		pthread_mutex_lock(&a->mu);
@@ -239,9 +237,10 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-int attach_new(const char *cache_dir, const char *id, size_t id_len,
-	       rd_fetch_fn inner, void *inner_arg, rd_cancel_fn inner_cancel,
-	       void *inner_cancel_arg, struct attach **out, char *msg, size_t msg_len)
+static const struct fetcher_ops attach_ops;
+
+int attach_new(const char *cache_dir, const char *id, size_t id_len, struct fetcher *inner,
+	       struct attach **out, char *msg, size_t msg_len)
 {
 	struct attach *a = calloc(1, sizeof(*a));
 	uint32_t block = 0, max_read = 0;
@@ -269,10 +268,9 @@ int attach_new(const char *cache_dir, const char *id, size_t id_len,
 	}
 	a->block = block;
 	a->max_read = max_read;
+	a->base.ops = &attach_ops;
+	a->base.cancels = 1;
 	a->inner = inner;
-	a->inner_arg = inner_arg;
-	a->inner_cancel = inner_cancel;
-	a->inner_cancel_arg = inner_cancel_arg;
 	a->wk[a->nconns++].fd = fd;
 	while (a->nconns < ATTACH_CONNS) {
 		uint32_t b2 = 0, m2 = 0;
@@ -337,20 +335,23 @@ void attach_get_stats(struct attach *a, struct attach_stats *out)
 	pthread_mutex_unlock(&a->mu);
 }
 
-int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
-		       uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		       rd_fetch_done_fn done, void *done_arg)
+/* The fetcher's fetch: queue the request for a worker, or hand it to the
+ * inner fetcher as it is (owner gone, no ETag, size unknown). */
+static int attach_fetch(struct fetcher *f, struct fetch_req *req)
 {
-	struct attach *a = fetch_arg;
+	struct attach *a = fetcher_of(f, struct attach, base);
+	const char *etag = req->etag;
+	uint64_t obj_size = req->obj_size, off = req->off;
+	size_t len = req->len, key_len = req->key_len, elen;
 	struct att_job *j;
-	size_t elen;
 	int gone;
 
 	pthread_mutex_lock(&a->mu);
 	gone = a->gone;
 	pthread_mutex_unlock(&a->mu);
-	if (gone || !etag || !etag[0] || len == 0 || off > obj_size || len > obj_size - off)
-		return a->inner(a->inner_arg, key, key_len, etag, off, len, buf, done, done_arg);
+	if (gone || !etag || !etag[0] || len == 0 || obj_size == FETCH_SIZE_UNKNOWN ||
+	    off > obj_size || len > obj_size - off)
+		return fetcher_fetch(a->inner, req);
 	elen = strlen(etag);
 	j = calloc(1, sizeof(*j));
 	if (!j)
@@ -360,16 +361,15 @@ int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const c
 		free(j);
 		return -ENOMEM;
 	}
-	memcpy(j->key, key, key_len);
+	memcpy(j->key, req->key, key_len);
 	memcpy(j->key + key_len, etag, elen + 1);
 	j->key_len = key_len;
 	j->etag = j->key + key_len;
 	j->size = obj_size;
 	j->off = off;
 	j->len = len;
-	j->buf = buf;
-	j->done = done;
-	j->done_arg = done_arg;
+	j->buf = req->buf;
+	j->req = req;
 	pthread_mutex_lock(&a->mu);
 	if (a->tail)
 		a->tail->next = j;
@@ -381,23 +381,33 @@ int attach_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const c
 	return 0;
 }
 
-void attach_cancel(void *arg, rd_fetch_done_fn done, void *done_arg)
+/* See attach.h. */
+static void attach_cancel(struct fetcher *f, struct fetch_req *req)
 {
-	struct attach *a = arg;
+	struct attach *a = fetcher_of(f, struct attach, base);
 	struct att_job *j = NULL;
 
 	pthread_mutex_lock(&a->mu);
-	for (j = a->head; j && !(j->done == done && j->done_arg == done_arg); j = j->next)
+	for (j = a->head; j && j->req != req; j = j->next)
 		;
 	for (int i = 0; !j && i < a->nconns; i++)
-		if (a->wk[i].cur && a->wk[i].cur->done == done &&
-		    a->wk[i].cur->done_arg == done_arg)
+		if (a->wk[i].cur && a->wk[i].cur->req == req)
 			j = a->wk[i].cur;
 	if (j)
 		j->cancelled = 1;       /* its worker ends it, never this thread */
 	pthread_mutex_unlock(&a->mu);
-	/* Not ours: it went to the inner fetch (no ETag, or the owner gone),
-	 * which got the caller's done and done_arg untouched. */
-	if (!j && a->inner_cancel)
-		a->inner_cancel(a->inner_cancel_arg, done, done_arg);
+	/* Not ours: it went to the inner fetcher (no ETag, or the owner gone)
+	 * as the caller's own request. */
+	if (!j)
+		fetcher_cancel(a->inner, req);
+}
+
+static const struct fetcher_ops attach_ops = {
+	.fetch = attach_fetch,
+	.cancel = attach_cancel,
+};
+
+struct fetcher *attach_fetcher(struct attach *a)
+{
+	return &a->base;
 }

@@ -1,5 +1,5 @@
 /*
- * cache — block cache in front of the inner fetch function (see cache.h).
+ * cache — block cache over the inner fetcher (see cache.h).
  *
  * DESIGN
  * Threads. One cache thread owns the io_uring ring, the index (index.c), the
@@ -7,7 +7,7 @@
  * touches them, so none of it is locked. Two things cross into the cache thread,
  * both through `q` (mutex + eventfd; the eventfd is read by the ring itself, so
  * the thread sleeps in one place, io_uring_submit_and_wait):
- *   - new requests (struct creq), pushed by cache_fetch on any thread;
+ *   - new requests (struct creq), pushed by the fetcher's fetch on any thread;
  *   - finished inner fetches (struct bop), pushed by the inner fetch's done
  *     callback on the fetcher's thread.
  * The eventfd is written only when a queue goes from empty to non-empty; the
@@ -58,7 +58,7 @@
 #define RING_ENTRIES 512u
 #define MAX_BUFFERS 256u
 #define INFLIGHT_BUCKETS 1024u
-#define SIZE_UNKNOWN UINT64_MAX
+#define SIZE_UNKNOWN FETCH_SIZE_UNKNOWN
 
 struct waiter {
 	struct creq *req;
@@ -75,12 +75,11 @@ struct creq {
 	size_t key_len;
 	const char *etag;
 	struct cksum_h128 obj;
-	uint64_t obj_size;          /* SIZE_UNKNOWN for cache_fetch */
+	uint64_t obj_size;          /* SIZE_UNKNOWN: blocks are never widened past the end */
 	uint64_t off;
 	size_t len;
 	char *buf;
-	rd_fetch_done_fn done;
-	void *done_arg;
+	struct fetch_req *fr;       /* the caller's; fr->done(fr, ...) when finished */
 	uint32_t nwaiters;          /* allocated: enough for every unit the request may touch */
 	uint32_t pending;
 	int barrier;                /* cache_sync */
@@ -118,6 +117,7 @@ struct bop {
 	uint64_t slab_off;
 	uint32_t data_crc;
 	ssize_t result;             /* inner fetch result */
+	struct fetch_req ireq;      /* FETCH: the request to the inner fetcher */
 	char *key;
 	size_t key_len;
 	char *etag;
@@ -142,12 +142,12 @@ struct cache_counters {
 
 struct cache {
 	/* Immutable after cache_new. */
+	struct fetcher base;        /* what the read path, warm and share fetch through */
 	char *dir;
 	char *bucket;
 	uint32_t bs;
 	uint32_t piece;             /* piece size; == bs when pieces are off */
-	rd_fetch_fn inner;
-	void *inner_arg;
+	struct fetcher *inner;      /* misses and bypassed requests: S3 */
 	int dir_fd, lock_fd, slab_fd, efd;
 	int direct, registered, ring_ok;
 	pthread_t thread;
@@ -210,9 +210,9 @@ static void push_req(struct cache *c, struct creq *r)
 }
 
 /* Inner fetch completion: runs on the fetcher's thread. */
-static void inner_done(void *arg, ssize_t result)
+static void inner_done(struct fetch_req *req, ssize_t result)
 {
-	struct bop *op = arg;
+	struct bop *op = req->done_arg;
 	struct cache *c = op->c;
 	int was_empty;
 
@@ -290,7 +290,7 @@ static void req_finish_block(struct creq *r, int err)
 	if (--r->pending)
 		return;
 	r->c->live--;
-	r->done(r->done_arg, r->err ? r->err : (ssize_t)r->len);
+	r->fr->done(r->fr, r->err ? r->err : (ssize_t)r->len);
 	free(r);
 }
 
@@ -458,8 +458,13 @@ static void bop_fetch(struct bop *op)
 
 	op->kind = BOP_FETCH;
 	CNT_ADD(c, inner_fetches, 1);
-	rc = c->inner(c->inner_arg, op->key, op->key_len, op->etag,
-		      op->start, op->len, op->buf->p, inner_done, op);
+	/* The object size is not needed below the cache: S3 takes ranges. */
+	op->ireq = (struct fetch_req){
+		.key = op->key, .key_len = op->key_len, .etag = op->etag,
+		.obj_size = SIZE_UNKNOWN, .off = op->start, .len = op->len,
+		.buf = op->buf->p, .done = inner_done, .done_arg = op,
+	};
+	rc = fetcher_fetch(c->inner, &op->ireq);
 	if (rc < 0) {
 		log_warn(TAG, "inner fetch not queued: %s", strerror(-rc));
 		if (op->members) {
@@ -884,21 +889,28 @@ static struct cksum_h128 object_id(const struct cache *c, const char *key, size_
 	return cksum_h128_final(&s);
 }
 
-static int submit(struct cache *c, const char *key, size_t key_len, const char *etag,
-		  uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		  rd_fetch_done_fn done, void *done_arg)
+/* The fetcher's fetch (fetch.h). With the object size known every block is
+ * fetched and cached whole (the last one short), whatever part of it was
+ * asked for; without it (FETCH_SIZE_UNKNOWN) a block may be widened down to
+ * its start but never past the requested end. */
+static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
 {
+	struct cache *c = fetcher_of(f, struct cache, base);
+	const char *key = fr->key, *etag = fr->etag;
+	size_t key_len = fr->key_len, len = fr->len;
+	uint64_t obj_size = fr->obj_size, off = fr->off;
 	uint64_t nblocks, nw;
 	size_t etag_len, w_bytes;
 	struct creq *r;
 	char *p;
 
-	if (!len || !buf || !done || off + len < off)
+	if (!len || !fr->buf || !fr->done || off + len < off)
 		return -EINVAL;
 	if (!etag || !etag[0]) {
-		/* Without a version we could not tell a changed object: no caching. */
+		/* Without a version we could not tell a changed object: no caching.
+		 * The caller's own request goes down, so its cancel can follow. */
 		CNT_ADD(c, bypass, 1);
-		return c->inner(c->inner_arg, key, key_len, etag, off, len, buf, done, done_arg);
+		return fetcher_fetch(c->inner, fr);
 	}
 	if (obj_size != SIZE_UNKNOWN && off + len > obj_size)
 		return -EINVAL;
@@ -922,23 +934,46 @@ static int submit(struct cache *c, const char *key, size_t key_len, const char *
 	r->obj_size = obj_size;
 	r->off = off;
 	r->len = len;
-	r->buf = buf;
-	r->done = done;
-	r->done_arg = done_arg;
+	r->buf = fr->buf;
+	r->fr = fr;
 	r->nwaiters = (uint32_t)nw;
 	push_req(c, r);
 	return 0;
+}
+
+/* A request the cache holds is one or more block operations that other
+ * requests may share, and the blocks are worth caching whatever the reader
+ * does next: nothing is cut short (cancels = 0), every request runs to its
+ * end. A request that bypassed the cache (no ETag) is the inner fetcher's,
+ * and its cancel goes there. */
+static void cache_cancel(struct fetcher *f, struct fetch_req *fr)
+{
+	struct cache *c = fetcher_of(f, struct cache, base);
+
+	if (!fr->etag || !fr->etag[0])
+		fetcher_cancel(c->inner, fr);
+}
+
+static const struct fetcher_ops cache_ops = {
+	.fetch = cache_fetch,
+	.cancel = cache_cancel,
+};
+
+struct fetcher *cache_fetcher(struct cache *c)
+{
+	return &c->base;
 }
 
 struct cache_barrier {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
 	int done;
+	struct fetch_req fr;
 };
 
-static void barrier_done(void *arg, ssize_t res)
+static void barrier_done(struct fetch_req *fr, ssize_t res)
 {
-	struct cache_barrier *b = arg;
+	struct cache_barrier *b = fr->done_arg;
 
 	pthread_mutex_lock(&b->m);
 	b->done = 1;
@@ -946,39 +981,16 @@ static void barrier_done(void *arg, ssize_t res)
 	pthread_mutex_unlock(&b->m);
 }
 
-int cache_fetch(void *fetch_arg, const char *key, size_t key_len, const char *if_match,
-		uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
-{
-	return submit(fetch_arg, key, key_len, if_match, SIZE_UNKNOWN, off, len, buf,
-		      done, done_arg);
-}
-
-int cache_fetch_sized(struct cache *c, const char *key, size_t key_len, const char *etag,
-		      uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		      rd_fetch_done_fn done, void *done_arg)
-{
-	if (obj_size == SIZE_UNKNOWN)
-		return -EINVAL;
-	return submit(c, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
-}
-
-int cache_rd_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
-			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
-			 rd_fetch_done_fn done, void *done_arg)
-{
-	return cache_fetch_sized(fetch_arg, key, key_len, etag, obj_size, off, len, buf,
-				 done, done_arg);
-}
-
 void cache_sync(struct cache *c)
 {
-	struct cache_barrier b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	struct cache_barrier b = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0,
+				   { .done = barrier_done } };
 	struct creq *r = xcalloc(1, sizeof(*r));
 
+	b.fr.done_arg = &b;
 	r->c = c;
 	r->barrier = 1;
-	r->done = barrier_done;
-	r->done_arg = &b;
+	r->fr = &b.fr;
 	push_req(c, r);
 	pthread_mutex_lock(&b.m);
 	while (!b.done)
@@ -1319,7 +1331,7 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 
 	*out = NULL;
 	if (!cfg->dir || !cfg->dir[0] || !cfg->inner) {
-		snprintf(msg, msg_len, "cache: no directory or no fetch function");
+		snprintf(msg, msg_len, "cache: no directory or no inner fetcher");
 		return -EINVAL;
 	}
 	if (bs < CACHE_BLOCK_MIN || bs > CACHE_BLOCK_MAX || (bs & (bs - 1))) {
@@ -1335,7 +1347,8 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 	c->bs = bs;
 	c->piece = piece_size(bs);
 	c->inner = cfg->inner;
-	c->inner_arg = cfg->inner_arg;
+	c->base.ops = &cache_ops;
+	c->base.cancels = 0;
 	pthread_mutex_init(&c->q.lock, NULL);
 	c->q.reqs_tail = &c->q.reqs;
 	c->q.done_tail = &c->q.done;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "feedfs/prefetch.h"
+#include "feedfs/fetch.h"
 
 #define CTL_PATH_MAX 8192               /* longest path or key in a request */
 #define CTL_ETAG_MAX 128
@@ -24,14 +24,13 @@ struct ctl_fetches {
 
 struct ctl_io {
 	struct ctl_fetches *fx;
-	size_t len;
 	int busy;                       /* under fx->mu: a fetch owns this buffer */
+	struct fetch_req req;
 };
 
 /* Where blocks come from: our cache, or the owner's for an attached mount. */
 struct ctl_source {
-	rd_fetch_sized_fn fetch;
-	void *fetch_arg;
+	struct fetcher *fetcher;
 	uint32_t block;
 };
 

@@ -28,18 +28,29 @@ void ctl_fetches_destroy(struct ctl_fetches *fx)
 }
 
 /* Cache thread: must not block beyond fx->mu. */
-static void io_done(void *arg, ssize_t result)
+static void io_done(struct fetch_req *req, ssize_t result)
 {
-	struct ctl_io *io = arg;
+	struct ctl_io *io = req->done_arg;
 	struct ctl_fetches *fx = io->fx;
 
 	pthread_mutex_lock(&fx->mu);
-	if (result != (ssize_t)io->len && fx->err == 0)
+	if (result != (ssize_t)req->len && fx->err == 0)
 		fx->err = result < 0 ? result : -EIO;
 	io->busy = 0;
 	fx->inflight--;
 	pthread_cond_broadcast(&fx->cv);
 	pthread_mutex_unlock(&fx->mu);
+}
+
+/* Start one fetch of [off, off + len) of the object into buf. */
+static int io_fetch(struct ctl_io *io, const struct ctl_source *src, const char *key, size_t klen,
+		    const char *etag, uint64_t size, uint64_t off, size_t len, char *buf)
+{
+	io->req = (struct fetch_req){
+		.key = key, .key_len = klen, .etag = etag, .obj_size = size,
+		.off = off, .len = len, .buf = buf, .done = io_done, .done_arg = io,
+	};
+	return fetcher_fetch(src->fetcher, &io->req);
 }
 
 static void io_unclaim(struct ctl_fetches *fx, struct ctl_io *io)
@@ -95,9 +106,7 @@ ssize_t ctl_fetch_object(struct ctl_fetches *fx, const struct ctl_source *src, i
 			break;
 		}
 		ios[slot].fx = fx;
-		ios[slot].len = n;
-		rc = src->fetch(src->fetch_arg, key, klen, etag, size, off, n, bufs[slot], io_done,
-				&ios[slot]);
+		rc = io_fetch(&ios[slot], src, key, klen, etag, size, off, n, bufs[slot]);
 		if (rc < 0) {
 			io_unclaim(fx, &ios[slot]);
 			err = rc;
@@ -122,8 +131,7 @@ ssize_t ctl_fetch_range(struct ctl_fetches *fx, const struct ctl_source *src, co
 	fx->inflight++;
 	pthread_mutex_unlock(&fx->mu);
 	io->fx = fx;
-	io->len = len;
-	rc = src->fetch(src->fetch_arg, key, klen, etag, size, off, len, buf, io_done, io);
+	rc = io_fetch(io, src, key, klen, etag, size, off, len, buf);
 	if (rc < 0)
 		io_unclaim(fx, io);
 	err = wait_all(fx, rc < 0 ? rc : 0);

@@ -153,7 +153,7 @@ int ctl_share_start(struct cache *c, const char *cache_dir, const char *id, size
 		return -ENOMEM;
 	}
 	cache_get_stats(c, &cst);
-	s->src = (struct ctl_source){ cache_rd_fetch_sized, c, cst.block_size };
+	s->src = (struct ctl_source){ cache_fetcher(c), cst.block_size };
 	memcpy(s->id, id, id_len);
 	s->id_len = id_len;
 	s->budget = budget;

@@ -107,14 +107,14 @@ static int handle_warm(void *arg, struct ctl_conn *k, const char *line)
 	return util_send_all(k->fd, reply, strlen(reply)) < 0 ? -1 : 0;
 }
 
-int ctl_warm_new(rd_fetch_sized_fn fetch, void *fetch_arg, uint32_t block, ctl_resolve_fn resolve,
+int ctl_warm_new(struct fetcher *fetcher, uint32_t block, ctl_resolve_fn resolve,
 		 void *resolve_arg, struct ctl_warm **out)
 {
 	struct ctl_warm *w = calloc(1, sizeof(*w));
 
 	if (!w)
 		return -ENOMEM;
-	w->src = (struct ctl_source){ fetch, fetch_arg, block };
+	w->src = (struct ctl_source){ fetcher, block };
 	w->resolve = resolve;
 	w->resolve_arg = resolve_arg;
 	*out = w;

@@ -29,16 +29,14 @@ enum ah_state { AH_INFLIGHT, AH_DONE };
 /* A request waiting for an entry's bytes. */
 struct ah_claim {
 	struct ah_claim *next;
-	void *buf;
-	uint64_t off;
-	size_t len;
-	rd_fetch_done_fn done;
-	void *done_arg;
-	struct ah_ent *ent;     /* for a queued answer: the (unlinked) entry to copy from */
+	struct fetch_req *req;  /* the caller's: answered with req->done */
+	struct ah_ent *ent;     /* for a queued answer: the (unlinked) entry to copy
+				 * from; NULL: a cancelled join, answered -ECANCELED */
 };
 
 struct ah_ent {
 	struct rd_ahead *a;
+	struct fetch_req req;               /* the entry's own whole-object GET */
 	struct ah_ent *hnext;               /* hash chain */
 	struct ah_ent *prev, *next;         /* age list, oldest first */
 	char *key;                          /* key_len bytes, then the etag, NUL-terminated */
@@ -53,6 +51,7 @@ struct ah_ent {
 };
 
 struct rd_ahead {
+	struct fetcher base;                /* what the read path fetches through */
 	struct rd_ahead_config cfg;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;                /* answer queue, in-flight count, stop */
@@ -163,8 +162,20 @@ static uint64_t ahead_reclaim(struct rd_budget_client *c, uint64_t need)
 /* Copy the claimed range out of a finished entry. */
 static ssize_t claim_copy(const struct ah_claim *c, const struct ah_ent *e)
 {
-	memcpy(c->buf, e->buf + c->off, c->len);
-	return (ssize_t)c->len;
+	memcpy(c->req->buf, e->buf + c->req->off, c->req->len);
+	return (ssize_t)c->req->len;
+}
+
+/* Queue c for the answer thread. Caller holds a->mu. */
+static void answer_queue_locked(struct rd_ahead *a, struct ah_claim *c)
+{
+	c->next = NULL;
+	if (a->q_tail)
+		a->q_tail->next = c;
+	else
+		a->q_head = c;
+	a->q_tail = c;
+	pthread_cond_broadcast(&a->cond);
 }
 
 /* The answer thread: claims of finished entries (copy, done, free), and the
@@ -197,7 +208,13 @@ static void *answer_main(void *arg)
 			a->q_tail = NULL;
 		pthread_mutex_unlock(&a->mu);
 
-		c->done(c->done_arg, claim_copy(c, c->ent));
+		if (!c->ent) {                  /* a join that was cancelled */
+			c->req->done(c->req, -ECANCELED);
+			free(c);
+			pthread_mutex_lock(&a->mu);
+			continue;
+		}
+		c->req->done(c->req, claim_copy(c, c->ent));
 		pthread_mutex_lock(&a->mu);
 		freed = ent_free_locked(a, c->ent);
 		pthread_mutex_unlock(&a->mu);
@@ -209,15 +226,22 @@ static void *answer_main(void *arg)
 	return NULL;
 }
 
+static int ahead_fetch(struct fetcher *f, struct fetch_req *req);
+static void ahead_cancel(struct fetcher *f, struct fetch_req *req);
+
 int rd_ahead_new(const struct rd_ahead_config *cfg, struct rd_ahead **out)
 {
 	struct rd_ahead *a;
 
-	if ((!cfg->fetch && !cfg->fetch_sized) || !cfg->budget)
+	static const struct fetcher_ops ops = { .fetch = ahead_fetch, .cancel = ahead_cancel };
+
+	if (!cfg->inner || !cfg->budget)
 		return -EINVAL;
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return -ENOMEM;
+	a->base.ops = &ops;
+	a->base.cancels = cfg->inner->cancels;  /* what it forwards, inner ends */
 	a->cfg = *cfg;
 	if (!a->cfg.max_bytes)
 		a->cfg.max_bytes = rd_budget_max(cfg->budget) / 4;
@@ -267,9 +291,9 @@ void rd_ahead_destroy(struct rd_ahead *a)
 }
 
 /* Completion of an entry's GET, on the fetcher's thread. */
-static void ent_done(void *arg, ssize_t result)
+static void ent_done(struct fetch_req *req, ssize_t result)
 {
-	struct ah_ent *e = arg;
+	struct ah_ent *e = req->done_arg;
 	struct rd_ahead *a = e->a;
 	struct ah_claim *claims;
 	uint64_t freed = 0;
@@ -304,7 +328,7 @@ static void ent_done(void *arg, ssize_t result)
 		struct ah_claim *c = claims;
 
 		claims = c->next;
-		c->done(c->done_arg, ok ? claim_copy(c, e) : result < 0 ? result : -EIO);
+		c->req->done(c->req, ok ? claim_copy(c, e) : result < 0 ? result : -EIO);
 		free(c);
 	}
 
@@ -314,16 +338,6 @@ static void ent_done(void *arg, ssize_t result)
 	a->inflight--;
 	pthread_cond_broadcast(&a->cond);
 	pthread_mutex_unlock(&a->mu);
-}
-
-static int inner_fetch(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
-		       uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		       rd_fetch_done_fn done, void *done_arg)
-{
-	if (a->cfg.fetch_sized)
-		return a->cfg.fetch_sized(a->cfg.fetch_arg, key, key_len, etag, obj_size, off, len,
-					  buf, done, done_arg);
-	return a->cfg.fetch(a->cfg.fetch_arg, key, key_len, etag, off, len, buf, done, done_arg);
 }
 
 int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
@@ -383,7 +397,11 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 
 	/* From here the entry belongs to its GET: ent_done may run (on the fetcher's
 	 * thread) before this call returns, so e is not touched after success. */
-	rc = inner_fetch(a, e->key, key_len, e->etag, size, 0, (size_t)size, e->buf, ent_done, e);
+	e->req = (struct fetch_req){
+		.key = e->key, .key_len = key_len, .etag = e->etag, .obj_size = size,
+		.off = 0, .len = (size_t)size, .buf = e->buf, .done = ent_done, .done_arg = e,
+	};
+	rc = fetcher_fetch(a->cfg.inner, &e->req);
 	if (rc < 0) {
 		struct ah_claim *claims;
 
@@ -401,7 +419,7 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 			struct ah_claim *c = claims;
 
 			claims = c->next;
-			c->done(c->done_arg, rc);
+			c->req->done(c->req, rc);
 			free(c);
 		}
 		return 0;
@@ -409,31 +427,27 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 	return 1;
 }
 
-int rd_ahead_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const char *etag,
-			 uint64_t obj_size, uint64_t off, size_t len, void *buf,
-			 rd_fetch_done_fn done, void *done_arg)
+/* The read path's fetch: see "Cancel" and the DESIGN in ahead.h. */
+static int ahead_fetch(struct fetcher *f, struct fetch_req *req)
 {
-	struct rd_ahead *a = fetch_arg;
+	struct rd_ahead *a = fetcher_of(f, struct rd_ahead, base);
 	struct ah_claim *c;
 	struct ah_ent *e;
 
-	if (!etag || !etag[0])
-		return inner_fetch(a, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
+	if (!req->etag || !req->etag[0])
+		return fetcher_fetch(a->cfg.inner, req);
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_lock(&a->mu);
-	e = ent_find(a, key, key_len, etag);
-	if (!e || e->size != obj_size || off > e->size || len > e->size - off) {
+	e = ent_find(a, req->key, req->key_len, req->etag);
+	if (!e || e->size != req->obj_size || req->off > e->size || req->len > e->size - req->off) {
 		pthread_mutex_unlock(&a->mu);
 		free(c);
-		return inner_fetch(a, key, key_len, etag, obj_size, off, len, buf, done, done_arg);
+		/* Not ours: the caller's own request, so its cancel reaches inner. */
+		return fetcher_fetch(a->cfg.inner, req);
 	}
-	c->buf = buf;
-	c->off = off;
-	c->len = len;
-	c->done = done;
-	c->done_arg = done_arg;
+	c->req = req;
 	if (e->state == AH_INFLIGHT) {
 		c->next = e->claims;
 		e->claims = c;
@@ -441,16 +455,48 @@ int rd_ahead_fetch_sized(void *fetch_arg, const char *key, size_t key_len, const
 	} else {
 		ent_unlink(a, e);           /* claimed: the answer thread copies and frees it */
 		c->ent = e;
-		if (a->q_tail)
-			a->q_tail->next = c;
-		else
-			a->q_head = c;
-		a->q_tail = c;
+		answer_queue_locked(a, c);
 		a->st.hits++;
-		pthread_cond_broadcast(&a->cond);
 	}
 	pthread_mutex_unlock(&a->mu);
 	return 0;
+}
+
+/* A request joined to an entry in flight is taken off it and answered
+ * -ECANCELED by the answer thread (the entry's GET goes on: the object may
+ * still be opened). One already queued for an answer gets its full result
+ * soon. Anything else was the inner fetcher's to begin with; a request being
+ * answered by ent_done right now is not found either and is forwarded, which
+ * the inner fetcher ignores (it does not hold it). */
+static void ahead_cancel(struct fetcher *f, struct fetch_req *req)
+{
+	struct rd_ahead *a = fetcher_of(f, struct rd_ahead, base);
+	struct ah_claim **pp = NULL, *c = NULL;
+	struct ah_ent *e = NULL;
+
+	pthread_mutex_lock(&a->mu);
+	if (req->etag && req->etag[0])
+		e = ent_find(a, req->key, req->key_len, req->etag);
+	if (e && e->state == AH_INFLIGHT)
+		for (pp = &e->claims; *pp && (*pp)->req != req; pp = &(*pp)->next)
+			;
+	if (pp && *pp) {
+		c = *pp;
+		*pp = c->next;
+		c->ent = NULL;
+		answer_queue_locked(a, c);
+	} else {
+		for (c = a->q_head; c && c->req != req; c = c->next)
+			;
+	}
+	pthread_mutex_unlock(&a->mu);
+	if (!c)
+		fetcher_cancel(a->cfg.inner, req);
+}
+
+struct fetcher *rd_ahead_fetcher(struct rd_ahead *a)
+{
+	return &a->base;
 }
 
 uint64_t rd_ahead_max_file_size(const struct rd_ahead *a)

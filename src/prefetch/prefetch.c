@@ -37,8 +37,8 @@
  *    keeps several blocks' disk reads in flight just as it keeps GETs.
  *  - When a stream ends (a random read), its readahead past the furthest byte
  *    read is dropped, except what the new read needs (a forward seek skips
- *    it, a backward one leaves it behind); with cfg->cancel (S3 without the
- *    block cache, or a mount attached to another's cache) its GETs still in
+ *    it, a backward one leaves it behind); when the fetcher cancels (S3 without
+ *    the block cache, or a mount attached to another's cache) its GETs still in
  *    flight are detached and cancelled, so the connections serve the new
  *    reads instead of bytes nobody wants. Without it (our own block cache:
  *    those blocks are worth caching) they stay and finish. rd_close cancels
@@ -70,8 +70,8 @@
  * Threads and locks. rd_read runs on FUSE worker threads, several at once per
  * file; seg_done runs on the fetcher's thread (the http thread in production)
  * and only takes f->mu briefly. Lock order: rd_file.mu -> rd_budget.mu (the
- * budget only trylocks files). fetch is called with f->mu held; its done
- * callback never runs before fetch returns on the calling thread.
+ * budget only trylocks files). fetcher_fetch and fetcher_cancel are called
+ * with f->mu held; the fetch contract (fetch.h) keeps done off this thread.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -103,15 +103,13 @@ struct rd_seg {
 	unsigned waiters;               /* readers blocked on it: pins it */
 	int cancelled;                  /* cancel asked for its GET */
 	uint64_t last_use;
+	struct fetch_req req;           /* its GET; done is seg_done */
 };
 
 struct rd_file {
 	/* Immutable after rd_open. */
-	rd_fetch_fn fetch;
-	rd_fetch_sized_fn fetch_sized;
-	void *fetch_arg;
-	rd_cancel_fn cancel;
-	void *cancel_arg;
+	struct fetcher *fetcher;
+	int cancels;                    /* fetcher->cancels: a seek cancels readahead */
 	struct rd_budget *budget;
 	char *key;
 	size_t key_len;
@@ -187,7 +185,7 @@ static uint64_t seg_put_locked(struct rd_seg *s)
 	return n;
 }
 
-static void seg_done(void *arg, ssize_t result);
+static void seg_done(struct fetch_req *req, ssize_t result);
 
 /* Take s off the list. In flight or pinned, it is freed later by seg_done or
  * its last waiter. */
@@ -198,14 +196,14 @@ static uint64_t seg_drop(struct rd_file *f, struct rd_seg *s)
 }
 
 /* Ask for s's GET to end early: s must be detached, in flight and waited on by
- * nobody (seg_done frees it). No-op without a cancel function. */
+ * nobody (seg_done frees it). No-op when the fetcher does not cancel. */
 static void seg_cancel(struct rd_file *f, struct rd_seg *s)
 {
 	BUG_ON(s->next || s->state != SEG_INFLIGHT || s->waiters);
-	if (!f->cancel || s->cancelled)
+	if (!f->cancels || s->cancelled)
 		return;
 	s->cancelled = 1;
-	f->cancel(f->cancel_arg, seg_done, s);
+	fetcher_cancel(f->fetcher, &s->req);
 }
 
 static uint64_t drop_all(struct rd_file *f)
@@ -224,9 +222,9 @@ static int seg_idle(const struct rd_seg *s)
 
 /* Runs on the fetcher's thread: record the outcome, wake readers, never block
  * beyond the two short mutexes. */
-static void seg_done(void *arg, ssize_t result)
+static void seg_done(struct fetch_req *req, ssize_t result)
 {
-	struct rd_seg *s = arg;
+	struct rd_seg *s = req->done_arg;
 	struct rd_file *f = s->file;
 	struct rd_budget *b = f->budget;
 	uint64_t freed = 0;
@@ -294,12 +292,11 @@ static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
 	f->inflight++;
 	log_debug("read", "GET %llu+%zu (window %llu, seq_pos %llu)", (unsigned long long)off,
 		  len, (unsigned long long)f->window, (unsigned long long)f->seq_pos);
-	if (f->fetch_sized)
-		rc = f->fetch_sized(f->fetch_arg, f->key, f->key_len, f->etag, f->size, off, len,
-				    s->buf, seg_done, s);
-	else
-		rc = f->fetch(f->fetch_arg, f->key, f->key_len, f->etag, off, len, s->buf,
-			      seg_done, s);
+	s->req = (struct fetch_req){
+		.key = f->key, .key_len = f->key_len, .etag = f->etag, .obj_size = f->size,
+		.off = off, .len = len, .buf = s->buf, .done = seg_done, .done_arg = s,
+	};
+	rc = fetcher_fetch(f->fetcher, &s->req);
 	if (rc < 0) {
 		log_warn("read", "could not queue GET of %zu bytes at %llu: %s",
 			 len, (unsigned long long)off, strerror(-rc));
@@ -390,7 +387,7 @@ static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
 					continue;       /* read, or needed by this read */
 				if (s->state == SEG_DONE) {
 					freed += seg_drop(f, s);
-				} else if (s->state == SEG_INFLIGHT && f->cancel) {
+				} else if (s->state == SEG_INFLIGHT && f->cancels) {
 					seg_unlink(f, s);
 					seg_cancel(f, s);
 				}
@@ -541,7 +538,7 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	struct rd_file *f;
 	uint64_t bmax;
 
-	BUG_ON(!cfg || !(cfg->fetch || cfg->fetch_sized) || !cfg->budget);
+	BUG_ON(!cfg || !cfg->fetcher || !cfg->budget);
 	BUG_ON(cfg->align & (cfg->align - 1));
 	f = calloc(1, sizeof(*f));
 	if (!f)
@@ -557,11 +554,8 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	memcpy(f->key, key, key_len);
 	f->key[key_len] = '\0';
 	f->key_len = key_len;
-	f->fetch = cfg->fetch;
-	f->fetch_sized = cfg->fetch_sized;
-	f->fetch_arg = cfg->fetch_arg;
-	f->cancel = cfg->cancel;
-	f->cancel_arg = cfg->cancel_arg;
+	f->fetcher = cfg->fetcher;
+	f->cancels = cfg->fetcher->cancels;
 	f->budget = cfg->budget;
 	f->read_wait = cfg->read_wait;
 	f->size = size;

@@ -1,9 +1,10 @@
 /*
  * Unit tests for readahead across files (src/prefetch/ahead.c).
  *
- * The fake inner fetch only records requests; each test completes them
- * itself, in the order it wants, with bytes that are a function of (key, ETag,
- * offset), so every byte handed to a reader is checked. Readers' answers may
+ * The inner fetcher is the shared fake (fake_fetch.h) with every request
+ * held: each test completes them itself, in the order it wants, with bytes
+ * that are a function of (key, ETag, offset), so every byte handed to a
+ * reader is checked. Readers' answers may
  * arrive on the module's answer thread: they are collected under a mutex and
  * waited for with a deadline.
  */
@@ -15,89 +16,43 @@
 #include <unistd.h>
 
 #include "feedfs/ahead.h"
+#include "fake_fetch.h"
 #include "harness.h"
 
-#define NREQ 64
+/* The inner fetcher: the shared fake with every request held, so each test
+ * completes them itself (fake_fetch_complete), in the order it wants. */
+static struct fake_fetch fk;
 
-struct req {
-	char key[64];
-	char etag[16];
-	uint64_t off;
-	size_t len;
-	unsigned char *buf;
-	rd_fetch_done_fn done;
-	void *arg;
-	int completed;
-};
-
-static struct req reqs[NREQ];
-static int nreq;
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-
-static unsigned char byte_at(const char *key, const char *etag, uint64_t pos)
+static size_t nreq(void)
 {
-	unsigned h = 2166136261u;
-
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	for (const char *p = etag; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return (unsigned char)(h ^ (pos * 2654435761u) ^ (pos >> 7));
+	return (size_t)fake_fetch_calls(&fk);
 }
 
-static int fake_fetch(void *arg, const char *key, size_t key_len, const char *etag,
-		      uint64_t obj_size, uint64_t off, size_t len, void *buf,
-		      rd_fetch_done_fn done, void *done_arg)
+/* Complete request i: the right bytes and len, or an error; returns once
+ * its done has. */
+static void complete(size_t i, int err)
 {
-	struct req *r;
-
-	(void)arg;
-	(void)obj_size;
-	pthread_mutex_lock(&mu);
-	if (nreq == NREQ) {
-		pthread_mutex_unlock(&mu);
-		return -ENOMEM;
-	}
-	r = &reqs[nreq++];
-	memset(r, 0, sizeof(*r));
-	snprintf(r->key, sizeof(r->key), "%.*s", (int)key_len, key);
-	snprintf(r->etag, sizeof(r->etag), "%s", etag ? etag : "");
-	r->off = off;
-	r->len = len;
-	r->buf = buf;
-	r->done = done;
-	r->arg = done_arg;
-	pthread_mutex_unlock(&mu);
-	return 0;
-}
-
-/* Complete request i: the right bytes and len, or an error. */
-static void complete(int i, ssize_t err)
-{
-	struct req *r = &reqs[i];
-
-	if (!err)
-		for (size_t k = 0; k < r->len; k++)
-			r->buf[k] = byte_at(r->key, r->etag, r->off + k);
-	r->completed = 1;
-	r->done(r->arg, err ? err : (ssize_t)r->len);
+	fake_fetch_complete(&fk, i, err);
 }
 
 /* A reader's request and its answer. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+
 struct answer {
-	int got;
+	int got;                /* dones seen: exactly 1 once answered */
 	ssize_t result;
+	struct fetch_req fr;
 	unsigned char buf[8192];
 };
 
-static void answer_done(void *arg, ssize_t result)
+static void answer_done(struct fetch_req *fr, ssize_t result)
 {
-	struct answer *a = arg;
+	struct answer *a = fr->done_arg;
 
 	pthread_mutex_lock(&mu);
 	a->result = result;
-	a->got = 1;
+	a->got++;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);
 }
@@ -121,10 +76,7 @@ static int wait_answer(struct answer *a)
 static int bytes_ok(const struct answer *a, const char *key, const char *etag, uint64_t off,
 		    size_t len)
 {
-	for (size_t k = 0; k < len; k++)
-		if (a->buf[k] != byte_at(key, etag, off + k))
-			return 0;
-	return 1;
+	return fake_fetch_check(a->buf, key, etag, off, len);
 }
 
 static struct rd_budget *budget;
@@ -134,11 +86,11 @@ static struct rd_ahead *setup(uint64_t budget_bytes, unsigned max_inflight, int6
 	struct rd_ahead_config c;
 	struct rd_ahead *a = NULL;
 
-	nreq = 0;
-	memset(reqs, 0, sizeof(reqs));
+	fake_fetch_init(&fk, 2, 0);
+	fake_fetch_hold(&fk, 0, UINT64_MAX);
 	CHECK_EQ_INT(rd_budget_new(budget_bytes, &budget), 0);
 	memset(&c, 0, sizeof(c));
-	c.fetch_sized = fake_fetch;
+	c.inner = &fk.base;
 	c.budget = budget;
 	c.max_bytes = budget_bytes;
 	c.max_file_size = 8192;
@@ -153,14 +105,18 @@ static void teardown(struct rd_ahead *a)
 	rd_ahead_destroy(a);
 	CHECK_EQ_INT(rd_budget_used(budget), 0);
 	rd_budget_destroy(budget);
+	fake_fetch_fini(&fk);
 }
 
 static int fetch(struct rd_ahead *a, const char *key, const char *etag, uint64_t size,
 		 uint64_t off, size_t len, struct answer *ans)
 {
 	memset(ans, 0, sizeof(*ans));
-	return rd_ahead_fetch_sized(a, key, strlen(key), etag, size, off, len, ans->buf,
-				    answer_done, ans);
+	ans->fr = (struct fetch_req){
+		.key = key, .key_len = strlen(key), .etag = etag, .obj_size = size,
+		.off = off, .len = len, .buf = ans->buf, .done = answer_done, .done_arg = ans,
+	};
+	return fetcher_fetch(rd_ahead_fetcher(a), &ans->fr);
 }
 
 static void t_want_then_claim_serves_the_bytes_once(void)
@@ -171,19 +127,19 @@ static void t_want_then_claim_serves_the_bytes_once(void)
 
 	CHECK_EQ_INT(rd_ahead_want(a, "d/f1", 4, "\"e1\"", 5000), 1);
 	CHECK_EQ_INT(rd_ahead_want(a, "d/f1", 4, "\"e1\"", 5000), 1);   /* already in flight */
-	CHECK_EQ_INT(nreq, 1);
-	CHECK_EQ_INT(reqs[0].off, 0);
-	CHECK_EQ_INT(reqs[0].len, 5000);
+	CHECK_EQ_INT(nreq(), 1);
+	CHECK_EQ_INT(fk.log[0].off, 0);
+	CHECK_EQ_INT(fk.log[0].len, 5000);
 	CHECK_EQ_INT(rd_budget_used(budget), 5000);
 	complete(0, 0);
 	CHECK_EQ_INT(fetch(a, "d/f1", "\"e1\"", 5000, 0, 5000, &ans), 0);
 	CHECK(wait_answer(&ans));
 	CHECK_EQ_INT(ans.result, 5000);
 	CHECK(bytes_ok(&ans, "d/f1", "\"e1\"", 0, 5000));
-	CHECK_EQ_INT(nreq, 1);                  /* no GET of its own */
+	CHECK_EQ_INT(nreq(), 1);                  /* no GET of its own */
 	/* Claimed entries are gone: the next read goes to the inner fetch. */
 	CHECK_EQ_INT(fetch(a, "d/f1", "\"e1\"", 5000, 0, 5000, &ans), 0);
-	CHECK_EQ_INT(nreq, 2);
+	CHECK_EQ_INT(nreq(), 2);
 	complete(1, 0);
 	CHECK(wait_answer(&ans));
 	rd_ahead_get_stats(a, &st);
@@ -202,7 +158,7 @@ static void t_requests_join_a_get_in_flight(void)
 	CHECK_EQ_INT(rd_ahead_want(a, "f2", 2, "e", 6000), 1);
 	CHECK_EQ_INT(fetch(a, "f2", "e", 6000, 0, 6000, &whole), 0);
 	CHECK_EQ_INT(fetch(a, "f2", "e", 6000, 1000, 300, &part), 0);
-	CHECK_EQ_INT(nreq, 1);
+	CHECK_EQ_INT(nreq(), 1);
 	CHECK(!whole.got && !part.got);
 	complete(0, 0);
 	CHECK(wait_answer(&whole) && wait_answer(&part));
@@ -224,15 +180,15 @@ static void t_other_etag_or_size_goes_to_the_inner_fetch(void)
 	complete(0, 0);
 	/* The object changed since the listing: never the old bytes. */
 	CHECK_EQ_INT(fetch(a, "f3", "new", 4000, 0, 4000, &x), 0);
-	CHECK_EQ_INT(nreq, 2);
-	CHECK_STR(reqs[1].etag, "new");
+	CHECK_EQ_INT(nreq(), 2);
+	CHECK_STR(fk.log[1].etag, "new");
 	complete(1, 0);
 	CHECK(wait_answer(&x));
 	CHECK(bytes_ok(&x, "f3", "new", 0, 4000));
 	/* Same ETag, other size: not ours either. No ETag: straight through. */
 	CHECK_EQ_INT(fetch(a, "f3", "old", 4001, 0, 4001, &y), 0);
 	CHECK_EQ_INT(fetch(a, "f3", "", 4000, 0, 4000, &z), 0);
-	CHECK_EQ_INT(nreq, 4);
+	CHECK_EQ_INT(nreq(), 4);
 	complete(2, 0);
 	complete(3, 0);
 	CHECK(wait_answer(&y) && wait_answer(&z));
@@ -251,7 +207,7 @@ static void t_failed_get_fails_joined_reads_and_is_forgotten(void)
 	CHECK(wait_answer(&j));
 	CHECK_EQ_INT(j.result, -ESTALE);
 	CHECK_EQ_INT(fetch(a, "f4", "e", 3000, 0, 3000, &later), 0);
-	CHECK_EQ_INT(nreq, 2);                  /* a fresh GET, not the failed entry */
+	CHECK_EQ_INT(nreq(), 2);                  /* a fresh GET, not the failed entry */
 	complete(1, 0);
 	CHECK(wait_answer(&later));
 	CHECK_EQ_INT(later.result, 3000);
@@ -274,7 +230,7 @@ static void t_limits_refuse_without_blocking(void)
 	complete(0, 0);
 	CHECK_EQ_INT(rd_ahead_want(a, "c", 1, "e", 4000), 0);         /* 8000 + 4000 > 10000 */
 	CHECK_EQ_INT(rd_ahead_want(a, "c", 1, "e", 2000), 1);
-	CHECK_EQ_INT(nreq, 3);
+	CHECK_EQ_INT(nreq(), 3);
 	rd_ahead_get_stats(a, &st);
 	CHECK_EQ_INT(st.skipped, 2);
 	complete(1, 0);
@@ -315,7 +271,7 @@ static void t_unclaimed_entries_expire(void)
 	rd_ahead_get_stats(a, &st);
 	CHECK_EQ_INT(st.dropped, 1);
 	CHECK_EQ_INT(fetch(a, "old", "e", 4000, 0, 4000, &x), 0);
-	CHECK_EQ_INT(nreq, 3);                  /* fetched again */
+	CHECK_EQ_INT(nreq(), 3);                  /* fetched again */
 	complete(1, 0);
 	complete(2, 0);
 	CHECK(wait_answer(&x));
@@ -342,6 +298,78 @@ static void t_destroy_waits_for_gets_in_flight(void)
 	pthread_join(t, NULL);
 	CHECK_EQ_INT(rd_budget_used(budget), 0);
 	rd_budget_destroy(budget);
+	fake_fetch_fini(&fk);
+}
+
+/* A cancel of a request that joined an entry in flight is this layer's: the
+ * request ends -ECANCELED exactly once, nothing reaches the inner fetcher,
+ * and the entry's GET goes on to serve a later open with the right bytes. */
+static void t_cancel_of_a_joined_request_ends_it_here(void)
+{
+	struct rd_ahead *a = setup(1 << 20, 4, 10000);
+	struct answer j, later;
+
+	CHECK_EQ_INT(rd_ahead_fetcher(a)->cancels, 1);  /* the inner fetcher's */
+	CHECK_EQ_INT(rd_ahead_want(a, "c1", 2, "e", 7000), 1);
+	CHECK_EQ_INT(fetch(a, "c1", "e", 7000, 100, 2000, &j), 0);
+	fetcher_cancel(rd_ahead_fetcher(a), &j.fr);
+	CHECK(wait_answer(&j));                 /* before the entry's GET ended */
+	CHECK_EQ_INT(j.result, -ECANCELED);
+	pthread_mutex_lock(&fk.mu);
+	CHECK_EQ_INT(fk.cancel_calls, 0);
+	CHECK_EQ_INT(fk.log[0].finished, 0);
+	pthread_mutex_unlock(&fk.mu);
+	complete(0, 0);
+	CHECK_EQ_INT(fetch(a, "c1", "e", 7000, 0, 7000, &later), 0);
+	CHECK(wait_answer(&later));
+	CHECK_EQ_INT(later.result, 7000);
+	CHECK(bytes_ok(&later, "c1", "e", 0, 7000));
+	CHECK_EQ_INT(nreq(), 1);
+	pthread_mutex_lock(&mu);
+	CHECK_EQ_INT(j.got, 1);                 /* exactly once */
+	pthread_mutex_unlock(&mu);
+	teardown(a);
+}
+
+/* A request this layer handed on as it is (no entry for it) is cancelled at
+ * the inner fetcher, which holds it: the fake ends it -ECANCELED. */
+static void t_cancel_of_a_forwarded_request_reaches_inner(void)
+{
+	struct rd_ahead *a = setup(1 << 20, 4, 10000);
+	struct answer x, y;
+
+	CHECK_EQ_INT(fetch(a, "c2", "e", 5000, 0, 5000, &x), 0);
+	CHECK_EQ_INT(fetch(a, "c3", "", 5000, 0, 5000, &y), 0);    /* no ETag */
+	CHECK_EQ_INT(nreq(), 2);
+	fetcher_cancel(rd_ahead_fetcher(a), &x.fr);
+	fetcher_cancel(rd_ahead_fetcher(a), &y.fr);
+	CHECK(wait_answer(&x) && wait_answer(&y));
+	CHECK_EQ_INT(x.result, -ECANCELED);
+	CHECK_EQ_INT(y.result, -ECANCELED);
+	pthread_mutex_lock(&fk.mu);
+	CHECK_EQ_INT(fk.cancel_calls, 2);
+	CHECK_EQ_INT(fk.cancelled, 2);
+	CHECK_EQ_INT(fk.cancel_unknown, 0);
+	pthread_mutex_unlock(&fk.mu);
+	pthread_mutex_lock(&mu);
+	CHECK_EQ_INT(x.got + y.got, 2);
+	pthread_mutex_unlock(&mu);
+	teardown(a);
+}
+
+/* Over an inner fetcher that does not cancel (the block cache), neither
+ * does this layer: the read path then keeps what it asked for. */
+static void t_cancels_follows_the_inner_fetcher(void)
+{
+	struct rd_ahead *a;
+
+	fake_fetch_init(&fk, 1, 0);
+	fk.base.cancels = 0;
+	CHECK_EQ_INT(rd_budget_new(1 << 20, &budget), 0);
+	CHECK_EQ_INT(rd_ahead_new(&(struct rd_ahead_config){ .inner = &fk.base,
+							     .budget = budget }, &a), 0);
+	CHECK_EQ_INT(rd_ahead_fetcher(a)->cancels, 0);
+	teardown(a);
 }
 
 static const struct test tests[] = {
@@ -353,6 +381,9 @@ static const struct test tests[] = {
 	TEST(t_budget_reclaims_unclaimed_entries),
 	TEST(t_unclaimed_entries_expire),
 	TEST(t_destroy_waits_for_gets_in_flight),
+	TEST(t_cancel_of_a_joined_request_ends_it_here),
+	TEST(t_cancel_of_a_forwarded_request_reaches_inner),
+	TEST(t_cancels_follows_the_inner_fetcher),
 	{0},
 };
 

@@ -1,11 +1,12 @@
 /*
  * test_cache — the block cache over a fake inner fetch (src/cache/).
  *
- * Every test uses its own cache dir under /tmp and a fake inner fetch that
- * serves a deterministic pattern per (key, ETag) on its own thread and counts
- * calls. FEEDFS_CACHE_BENCH=DIR runs the warm-read measurement instead
+ * Every test uses its own cache dir under /tmp and the shared fake fetcher
+ * (fake_fetch.h) as the inner one: it serves a deterministic pattern per
+ * (key, ETag) on its own thread (one worker: in order) and counts calls. FEEDFS_CACHE_BENCH=DIR runs the warm-read measurement instead
  * (see docs/CACHE.md); it is not a test.
  */
+#include "fake_fetch.h"
 #include "harness.h"
 
 #include "feedfs/cache.h"
@@ -28,175 +29,18 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-struct fake_req {
-	char key[256];
-	char etag[64];
-	uint64_t off;
-	size_t len;
-	void *buf;
-	rd_fetch_done_fn done;
-	void *arg;
-	struct fake_req *next;
-};
-
-struct fake {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct fake_req *head, **tail;
-	int stop, gate_closed;
-	char current_etag[64];      /* "" : any If-Match accepted */
-	_Atomic uint64_t calls, bytes, pending;
-	_Atomic uint64_t last_len;
-	pthread_t thr;
-};
-
-static uint64_t fake_mix(uint64_t x)
-{
-	x ^= x >> 31;
-	x *= 0x7fb5d329728ea185ull;
-	x ^= x >> 27;
-	x *= 0x81dadef4bc2dd44dull;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint64_t fake_seed(const char *key, const char *etag)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (const char *p = key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	h = (h ^ 0xff) * 1099511628211ull;
-	for (const char *p = etag ? etag : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h;
-}
-
-/* The source bytes of (key, etag) at [off, off+len). */
-static void fake_fill(char *dst, uint64_t seed, uint64_t off, size_t len)
-{
-	uint64_t word = UINT64_MAX, v = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		uint64_t o = off + i;
-
-		if ((o >> 3) != word) {
-			word = o >> 3;
-			v = fake_mix(word ^ seed);
-		}
-		dst[i] = (char)(v >> ((o & 7) * 8));
-	}
-}
-
-static int fake_check(const char *buf, const char *key, const char *etag, uint64_t off, size_t len)
-{
-	char *want = malloc(len);
-	int ok;
-
-	fake_fill(want, fake_seed(key, etag), off, len);
-	ok = memcmp(want, buf, len) == 0;
-	free(want);
-	return ok;
-}
-
-static void *fake_worker(void *arg)
-{
-	struct fake *f = arg;
-
-	pthread_mutex_lock(&f->lock);
-	for (;;) {
-		while (!f->stop && (!f->head || f->gate_closed))
-			pthread_cond_wait(&f->cond, &f->lock);
-		if (!f->head && f->stop)
-			break;
-		if (!f->head)
-			continue;
-		struct fake_req *r = f->head;
-
-		f->head = r->next;
-		if (!f->head)
-			f->tail = &f->head;
-		int stale = f->current_etag[0] && strcmp(f->current_etag, r->etag) != 0;
-		pthread_mutex_unlock(&f->lock);
-		if (!stale)
-			fake_fill(r->buf, fake_seed(r->key, r->etag), r->off, r->len);
-		atomic_fetch_sub(&f->pending, 1);
-		r->done(r->arg, stale ? -ESTALE : (ssize_t)r->len);
-		free(r);
-		pthread_mutex_lock(&f->lock);
-	}
-	pthread_mutex_unlock(&f->lock);
-	return NULL;
-}
-
-/* rd_fetch_fn */
-static int fake_fetch(void *fetch_arg, const char *key, size_t key_len, const char *if_match,
-		      uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
-{
-	struct fake *f = fetch_arg;
-	struct fake_req *r = calloc(1, sizeof(*r));
-
-	if (!r || key_len >= sizeof(r->key))
-		return -EINVAL;
-	memcpy(r->key, key, key_len);
-	snprintf(r->etag, sizeof(r->etag), "%s", if_match ? if_match : "");
-	r->off = off;
-	r->len = len;
-	r->buf = buf;
-	r->done = done;
-	r->arg = done_arg;
-	atomic_fetch_add(&f->calls, 1);
-	atomic_fetch_add(&f->bytes, len);
-	atomic_fetch_add(&f->pending, 1);
-	atomic_store(&f->last_len, len);
-	pthread_mutex_lock(&f->lock);
-	*f->tail = r;
-	f->tail = &r->next;
-	pthread_cond_signal(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	return 0;
-}
-
-static void fake_start(struct fake *f)
-{
-	memset(f, 0, sizeof(*f));
-	pthread_mutex_init(&f->lock, NULL);
-	pthread_cond_init(&f->cond, NULL);
-	f->tail = &f->head;
-	pthread_create(&f->thr, NULL, fake_worker, f);
-}
-
-static void fake_gate(struct fake *f, int closed)
-{
-	pthread_mutex_lock(&f->lock);
-	f->gate_closed = closed;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-}
-
-static void fake_stop(struct fake *f)
-{
-	pthread_mutex_lock(&f->lock);
-	f->stop = 1;
-	f->gate_closed = 0;
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	pthread_join(f->thr, NULL);
-	pthread_mutex_destroy(&f->lock);
-	pthread_cond_destroy(&f->cond);
-}
-
-/* Blocking wrapper over cache_fetch / cache_fetch_sized (size 0: unknown). */
+/* Blocking wrapper over the cache's fetcher (size 0: unknown). */
 struct sync_wait {
 	pthread_mutex_t m;
 	pthread_cond_t cv;
 	int done;
 	ssize_t res;
+	struct fetch_req fr;
 };
 
-static void sync_done(void *arg, ssize_t res)
+static void sync_done(struct fetch_req *fr, ssize_t res)
 {
-	struct sync_wait *w = arg;
+	struct sync_wait *w = fr->done_arg;
 
 	pthread_mutex_lock(&w->m);
 	w->res = res;
@@ -216,13 +60,23 @@ static ssize_t sync_wait_for(struct sync_wait *w)
 	return w->res;
 }
 
+/* Start one request through the cache's fetcher; done goes to w. */
+static int cfetch(struct cache *c, const char *key, const char *etag, uint64_t size,
+		  uint64_t off, size_t len, void *buf, struct sync_wait *w)
+{
+	w->fr = (struct fetch_req){
+		.key = key, .key_len = strlen(key), .etag = etag,
+		.obj_size = size ? size : FETCH_SIZE_UNKNOWN, .off = off, .len = len,
+		.buf = buf, .done = sync_done, .done_arg = w,
+	};
+	return fetcher_fetch(cache_fetcher(c), &w->fr);
+}
+
 static ssize_t cread(struct cache *c, const char *key, const char *etag, uint64_t size,
 		     uint64_t off, size_t len, void *buf)
 {
-	struct sync_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-	int rc = size ? cache_fetch_sized(c, key, strlen(key), etag, size, off, len, buf,
-					  sync_done, &w)
-		      : cache_fetch(c, key, strlen(key), etag, off, len, buf, sync_done, &w);
+	struct sync_wait w = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	int rc = cfetch(c, key, etag, size, off, len, buf, &w);
 
 	if (rc < 0)
 		return rc;
@@ -260,11 +114,11 @@ static const char *new_dir(void)
 	return tdir;
 }
 
-static struct cache *open_cache(struct fake *f, const char *dir, uint64_t size, uint32_t bs)
+static struct cache *open_cache(struct fake_fetch *f, const char *dir, uint64_t size, uint32_t bs)
 {
 	struct cache_config cfg = {
 		.dir = dir, .size_bytes = size, .block_size = bs, .bucket = "bkt",
-		.inner = fake_fetch, .inner_arg = f, .buffer_bytes = 16 * (uint64_t)bs,
+		.inner = &f->base, .buffer_bytes = 16 * (uint64_t)bs,
 		.no_direct = t_no_direct,
 	};
 	struct cache *c = NULL;
@@ -292,7 +146,7 @@ static int read_all(struct cache *c, const char *key, const char *etag, uint64_t
 		size_t n = size - off < chunk ? size - off : chunk;
 		ssize_t r = cread(c, key, etag, sized ? size : 0, off, n, buf);
 
-		if (r != (ssize_t)n || !fake_check(buf, key, etag, off, n)) {
+		if (r != (ssize_t)n || !fake_fetch_check(buf, key, etag, off, n)) {
 			ok = 0;
 			break;
 		}
@@ -315,7 +169,7 @@ static void t_crc32c(void)
 		CHECK_EQ_INT(cksum_crc32c(0, v[i].in, strlen(v[i].in)), v[i].crc);
 		CHECK_EQ_INT(cksum_crc32c_sw(0, v[i].in, strlen(v[i].in)), v[i].crc);
 	}
-	fake_fill(buf, 42, 3, sizeof(buf));
+	fake_fetch_pattern(buf, 42, 3, sizeof(buf));
 	for (size_t n = 0; n < sizeof(buf); n += 37) {
 		CHECK_EQ_INT(cksum_crc32c(0, buf + 1, n), cksum_crc32c_sw(0, buf + 1, n));
 		/* incremental == one shot */
@@ -346,7 +200,7 @@ static void t_hash_fields(void)
 
 static void t_config_errors(void)
 {
-	struct fake f;
+	struct fake_fetch f;
 	static const struct {
 		const char *dir; uint64_t size; uint32_t bs; int no_inner; int rc; const char *word;
 	} cases[] = {
@@ -360,12 +214,11 @@ static void t_config_errors(void)
 		{ "/proc/feedfs-nope", 1 * MB, TBS, 0, -ENOENT, "cache dir" },
 	};
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *d = cases[i].dir && !strcmp(cases[i].dir, "D") ? new_dir() : cases[i].dir;
 		struct cache_config cfg = { .dir = d, .size_bytes = cases[i].size,
-			.block_size = cases[i].bs, .inner = cases[i].no_inner ? NULL : fake_fetch,
-			.inner_arg = &f };
+			.block_size = cases[i].bs, .inner = cases[i].no_inner ? NULL : &f.base };
 		struct cache *c = (void *)1;
 		char msg[256] = "";
 		int rc = cache_new(&cfg, &c, msg, sizeof(msg));
@@ -378,18 +231,18 @@ static void t_config_errors(void)
 		if (d && d == tdir)
 			rm_dir(d);
 	}
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 }
 
 static void t_modes_and_names(void)
 {
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct stat st;
 	char p[512], buf[100];
 	struct cache *c;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 1 * MB, TBS);
 	if (!c)
 		goto out;
@@ -404,7 +257,7 @@ static void t_modes_and_names(void)
 	}
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -417,13 +270,13 @@ static void t_bytes_equal_source(void)
 		{ 10 * TBS, 64 }, { 10 * TBS + 64, 64 }, { 12 * TBS - 10, 10 },
 	};
 	const uint64_t size = 12 * TBS;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char *buf = malloc(8 * TBS);
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 64 * TBS, TBS);
 	if (!c)
 		goto out;
@@ -431,29 +284,29 @@ static void t_bytes_equal_source(void)
 		const char *key = sized ? "dir/sized" : "dir/unsized";
 
 		for (int pass = 0; pass < 2; pass++) {
-			uint64_t calls0 = atomic_load(&f.calls);
+			uint64_t calls0 = fake_fetch_calls(&f);
 
 			for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
 				memset(buf, 0xAA, reads[i].len);
 				CHECK_EQ_INT(cread(c, key, "\"v1\"", sized ? size : 0, reads[i].off,
 						   reads[i].len, buf), reads[i].len);
-				if (!fake_check(buf, key, "\"v1\"", reads[i].off, reads[i].len))
+				if (!fake_fetch_check(buf, key, "\"v1\"", reads[i].off, reads[i].len))
 					harness_fail(__FILE__, __LINE__, "sized %d pass %d read %zu: wrong bytes",
 						     sized, pass, i);
 			}
 			if (pass == 1)
-				CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+				CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);
 		}
 	}
 	stats(c, &s);
 	CHECK(s.hits > 0);
 	CHECK(s.bytes_from_disk > 0);
 	CHECK_EQ_INT(s.checksum_failures, 0);
-	CHECK_EQ_INT(s.inner_fetches, atomic_load(&f.calls));
+	CHECK_EQ_INT(s.inner_fetches, fake_fetch_calls(&f));
 	cache_destroy(c);
 out:
 	free(buf);
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -461,18 +314,18 @@ out:
 static void t_restart_warm(void)
 {
 	const uint64_t size = 20 * TBS + 777;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 32 * TBS, TBS);
 	if (!c)
 		goto out;
 	CHECK(read_all(c, "warm/obj", "\"a\"", size, 3 * TBS, 1));
 	cache_destroy(c);
-	CHECK_EQ_INT(atomic_load(&f.calls), 21);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 21);
 	t_no_direct = 1;        /* the buffered path reads what O_DIRECT wrote */
 	c = open_cache(&f, d, 32 * TBS, TBS);
 	t_no_direct = 0;
@@ -481,7 +334,7 @@ static void t_restart_warm(void)
 	CHECK(read_all(c, "warm/obj", "\"a\"", size, TBS, 1));
 	CHECK(read_all(c, "warm/obj", "\"a\"", size, 4096, 0));
 	stats(c, &s);
-	CHECK_EQ_INT(atomic_load(&f.calls), 21);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 21);
 	CHECK_EQ_INT(s.inner_fetches, 0);
 	CHECK_EQ_INT(s.recovered_unclean, 0);
 	CHECK_EQ_INT(s.direct_io, 0);
@@ -489,7 +342,7 @@ static void t_restart_warm(void)
 	CHECK(s.hits >= 21);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -497,14 +350,14 @@ out:
 static void t_corruption_refetched(void)
 {
 	const uint64_t size = 16 * TBS;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char p[512];
 	int fd;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
 		goto out;
@@ -523,7 +376,7 @@ static void t_corruption_refetched(void)
 		CHECK_EQ_INT(pwrite(fd, &b, 1, o), 1);
 	}
 	close(fd);
-	uint64_t calls0 = atomic_load(&f.calls);
+	uint64_t calls0 = fake_fetch_calls(&f);
 
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
@@ -531,12 +384,12 @@ static void t_corruption_refetched(void)
 	CHECK(read_all(c, "bad/obj", "\"a\"", size, TBS, 1));
 	stats(c, &s);
 	CHECK_EQ_INT(s.checksum_failures, 8);
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 8);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 8);
 	CHECK(read_all(c, "bad/obj", "\"a\"", size, TBS, 1));
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 8);     /* repaired copies are hits */
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 8);     /* repaired copies are hits */
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -550,14 +403,14 @@ out:
 static void t_slab_read_joined(void)
 {
 	const uint64_t size = 8 * TBS;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s0, s;
 	struct cache *c;
 	char *mem = NULL;
 	int joined = 0;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c || posix_memalign((void **)&mem, 4096, 5 * TBS))
 		goto out;
@@ -572,15 +425,14 @@ static void t_slab_read_joined(void)
 		memset(mem, 0xAA, 5 * TBS);
 		stats(c, &s0);
 		for (int i = 0; i < 4; i++) {
-			w[i] = (struct sync_wait){ PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-						   0, 0 };
-			CHECK_EQ_INT(cache_fetch_sized(c, "join/obj", strlen("join/obj"), "\"j\"", size,
-						       blk + rq[i].off, rq[i].len, mem + rq[i].at,
-						       sync_done, &w[i]), 0);
+			w[i] = (struct sync_wait){ .m = PTHREAD_MUTEX_INITIALIZER,
+						   .cv = PTHREAD_COND_INITIALIZER };
+			CHECK_EQ_INT(cfetch(c, "join/obj", "\"j\"", size, blk + rq[i].off,
+					    rq[i].len, mem + rq[i].at, &w[i]), 0);
 		}
 		for (int i = 0; i < 4; i++) {
 			CHECK_EQ_INT(sync_wait_for(&w[i]), rq[i].len);
-			CHECK(fake_check(mem + rq[i].at, "join/obj", "\"j\"", blk + rq[i].off,
+			CHECK(fake_fetch_check(mem + rq[i].at, "join/obj", "\"j\"", blk + rq[i].off,
 					 rq[i].len));
 		}
 		stats(c, &s);
@@ -593,7 +445,7 @@ static void t_slab_read_joined(void)
 	cache_destroy(c);
 out:
 	free(mem);
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -601,13 +453,13 @@ out:
 static void t_eviction(void)
 {
 	const uint64_t size = 40 * TBS + 5;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char buf[3000];
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 8 * TBS, TBS);
 	if (!c)
 		goto out;
@@ -621,7 +473,7 @@ static void t_eviction(void)
 		if (hot)
 			off = (uint64_t)(rand() % 3) * TBS + 10;
 		CHECK_EQ_INT(cread(c, "ev/obj", "\"x\"", size, off, sizeof(buf), buf), sizeof(buf));
-		CHECK(fake_check(buf, "ev/obj", "\"x\"", off, sizeof(buf)));
+		CHECK(fake_fetch_check(buf, "ev/obj", "\"x\"", off, sizeof(buf)));
 		cache_sync(c);      /* writes behind land before the next read */
 	}
 	stats(c, &s);
@@ -636,7 +488,7 @@ static void t_eviction(void)
 	CHECK(s.hits > 0);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -644,30 +496,30 @@ out:
 static void t_etag_change(void)
 {
 	const uint64_t size = 6 * TBS;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache *c;
 	char *buf = malloc(size);
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 32 * TBS, TBS);
 	if (!c)
 		goto out;
 	snprintf(f.current_etag, sizeof(f.current_etag), "\"v1\"");
 	CHECK(read_all(c, "same/key", "\"v1\"", size, TBS, 1));
-	CHECK_EQ_INT(atomic_load(&f.calls), 6);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 6);
 	snprintf(f.current_etag, sizeof(f.current_etag), "\"v2\"");
 	CHECK_EQ_INT(cread(c, "same/key", "\"v2\"", size, 0, size, buf), size);
-	CHECK(fake_check(buf, "same/key", "\"v2\"", 0, size));
-	CHECK(!fake_check(buf, "same/key", "\"v1\"", 0, 64));
-	CHECK_EQ_INT(atomic_load(&f.calls), 12);
+	CHECK(fake_fetch_check(buf, "same/key", "\"v2\"", 0, size));
+	CHECK(!fake_fetch_check(buf, "same/key", "\"v1\"", 0, 64));
+	CHECK_EQ_INT(fake_fetch_calls(&f), 12);
 	/* a stale ETag on a block not cached fails with the inner error, caches nothing */
 	CHECK_EQ_INT(cread(c, "other/key", "\"v1\"", 0, 0, 100, buf), -ESTALE);
 	CHECK_EQ_INT(cread(c, "other/key", "\"v1\"", 0, 0, 100, buf), -ESTALE);
 	cache_destroy(c);
 out:
 	free(buf);
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -680,7 +532,7 @@ static void t_crash_restart(void)
 		const char *d = new_dir();
 		int pfd[2];
 		pid_t pid;
-		struct fake f;
+		struct fake_fetch f;
 		struct cache_stats s;
 		struct cache *c;
 		int status = 0;
@@ -689,7 +541,7 @@ static void t_crash_restart(void)
 		CHECK_EQ_INT(pipe(pfd), 0);
 		pid = fork();
 		if (pid == 0) {
-			fake_start(&f);
+			fake_fetch_init(&f, 1, 0);
 			c = open_cache(&f, d, 32 * TBS, TBS);
 			if (!c || !read_all(c, "crash/obj", "\"c\"", size, TBS, 1))
 				_exit(3);
@@ -710,21 +562,21 @@ static void t_crash_restart(void)
 			kill(pid, SIGKILL);
 		}
 		waitpid(pid, &status, 0);
-		fake_start(&f);
+		fake_fetch_init(&f, 1, 0);
 		c = open_cache(&f, d, 32 * TBS, TBS);
 		if (c) {
 			CHECK(read_all(c, "crash/obj", "\"c\"", size, TBS / 2, 1));
 			stats(c, &s);
 			CHECK_EQ_INT(s.recovered_unclean, 1);
 			CHECK(s.hits >= 24);                    /* synced before the crash: all warm */
-			CHECK_EQ_INT(atomic_load(&f.calls), 0);
+			CHECK_EQ_INT(fake_fetch_calls(&f), 0);
 			CHECK(read_all(c, "crash/other", "\"c\"", 64 * TBS, 3 * TBS, 1));
 			CHECK(read_all(c, "crash/obj", "\"c\"", size, TBS / 2, 1));
 			stats(c, &s);
 			CHECK_EQ_INT(s.io_errors, 0);
 			cache_destroy(c);
 		}
-		fake_stop(&f);
+		fake_fetch_fini(&f);
 		rm_dir(d);
 	}
 }
@@ -746,10 +598,10 @@ static void *burst_thread(void *arg)
 		pthread_cond_init(&b->w[i].cv, NULL);
 		b->w[i].done = 0;
 		/* different sub-ranges of block 3 */
-		rc = cache_fetch_sized(b->c, "sf/obj", 6, "\"s\"", 8 * TBS, 3 * TBS + i * 100,
-				       TBS - i * 100, b->buf[i], sync_done, &b->w[i]);
+		rc = cfetch(b->c, "sf/obj", "\"s\"", 8 * TBS, 3 * TBS + i * 100, TBS - i * 100,
+			    b->buf[i], &b->w[i]);
 		if (rc < 0)
-			sync_done(&b->w[i], rc);
+			sync_done(&b->w[i].fr, rc);
 	}
 	return NULL;
 }
@@ -757,18 +609,18 @@ static void *burst_thread(void *arg)
 /* Concurrent requests for one missing block cause one inner fetch. */
 static void t_single_flight(void)
 {
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	struct burst *b = calloc(4, sizeof(*b));
 	pthread_t th[4];
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 32 * TBS, TBS);
 	if (!c)
 		goto out;
-	fake_gate(&f, 1);
+	fake_fetch_hold(&f, 0, UINT64_MAX);
 	for (int t = 0; t < 4; t++) {
 		b[t].c = c;
 		pthread_create(&th[t], NULL, burst_thread, &b[t]);
@@ -778,23 +630,23 @@ static void t_single_flight(void)
 	/* open the gate only once all 64 have reached the cache thread */
 	for (int i = 0; i < 5000; i++) {
 		stats(c, &s);
-		if (s.coalesced == 63 && atomic_load(&f.pending) == 1)
+		if (s.coalesced == 63 && fake_fetch_pending(&f) == 1)
 			break;
 		usleep(1000);
 	}
-	fake_gate(&f, 0);
+	fake_fetch_hold(&f, 0, 0);
 	for (int t = 0; t < 4; t++)
 		for (int i = 0; i < 16; i++) {
 			CHECK_EQ_INT(sync_wait_for(&b[t].w[i]), TBS - i * 100);
-			CHECK(fake_check(b[t].buf[i], "sf/obj", "\"s\"", 3 * TBS + i * 100, TBS - i * 100));
+			CHECK(fake_fetch_check(b[t].buf[i], "sf/obj", "\"s\"", 3 * TBS + i * 100, TBS - i * 100));
 		}
-	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 1);
 	stats(c, &s);
 	CHECK_EQ_INT(s.coalesced, 63);
 	cache_destroy(c);
 out:
 	free(b);
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -802,31 +654,31 @@ out:
 static void t_short_last_block(void)
 {
 	const uint64_t size = 3 * TBS + TBS / 2 + 7;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache *c;
 	char buf[200];
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
 		goto out;
 	CHECK_EQ_INT(cread(c, "short/obj", "\"s\"", size, size - 100, 100, buf), 100);
-	CHECK(fake_check(buf, "short/obj", "\"s\"", size - 100, 100));
-	CHECK_EQ_INT(atomic_load(&f.last_len), TBS / 2 + 7);
+	CHECK(fake_fetch_check(buf, "short/obj", "\"s\"", size - 100, 100));
+	CHECK_EQ_INT(fake_fetch_last_len(&f), TBS / 2 + 7);
 	CHECK_EQ_INT(cread(c, "short/obj", "\"s\"", size, 3 * TBS, 50, buf), 50);
-	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 1);
 	CHECK(read_all(c, "short/obj", "\"s\"", size, TBS, 1));
-	CHECK_EQ_INT(atomic_load(&f.calls), 4);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 4);
 	/* unsized: the tail request is cached as the prefix it asked for */
 	CHECK(read_all(c, "short/u", "\"s\"", size, TBS, 0));
 	CHECK(read_all(c, "short/u", "\"s\"", size, TBS, 0));
-	CHECK_EQ_INT(atomic_load(&f.calls), 8);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 8);
 	/* past EOF is refused (sized) */
 	CHECK_EQ_INT(cread(c, "short/obj", "\"s\"", size, size - 1, 2, buf), -EINVAL);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -835,51 +687,51 @@ static void t_big_offsets(void)
 {
 	const uint64_t size = 5 * GB + 12345;
 	static const uint64_t offs[] = { 4 * GB - 100, 4 * GB, 4 * GB + TBS - 1, 5 * GB + 12345 - 300 };
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache *c;
 	char buf[300];
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
 		goto out;
 	for (int pass = 0; pass < 2; pass++)
 		for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
 			CHECK_EQ_INT(cread(c, "big", "\"b\"", size, offs[i], sizeof(buf), buf), sizeof(buf));
-			CHECK(fake_check(buf, "big", "\"b\"", offs[i], sizeof(buf)));
+			CHECK(fake_fetch_check(buf, "big", "\"b\"", offs[i], sizeof(buf)));
 			/* differs from the same in-block offset below 4 GiB */
-			CHECK(!fake_check(buf, "big", "\"b\"", offs[i] - 4 * GB, sizeof(buf)));
+			CHECK(!fake_fetch_check(buf, "big", "\"b\"", offs[i] - 4 * GB, sizeof(buf)));
 		}
-	CHECK_EQ_INT(atomic_load(&f.calls), 4);   /* 4 distinct blocks */
-	CHECK_EQ_INT(atomic_load(&f.last_len), (5 * GB + 12345) % TBS);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 4);   /* 4 distinct blocks */
+	CHECK_EQ_INT(fake_fetch_last_len(&f), (5 * GB + 12345) % TBS);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
 /* No ETag: passed through, never cached. One owner per dir. Clear. */
 static void t_bypass_sharing_clear(void)
 {
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_config cfg = { .dir = d, .size_bytes = 16 * TBS, .block_size = TBS,
-				    .inner = fake_fetch, .inner_arg = &f };
+				    .inner = &f.base };
 	struct cache_stats s;
 	struct cache *c, *c2 = (void *)1;
 	char msg[256] = "", buf[100];
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
 		goto out;
 	for (int i = 0; i < 2; i++)
 		CHECK_EQ_INT(cread(c, "nv", NULL, 0, 0, sizeof(buf), buf), sizeof(buf));
-	CHECK(fake_check(buf, "nv", "", 0, sizeof(buf)));
+	CHECK(fake_fetch_check(buf, "nv", "", 0, sizeof(buf)));
 	stats(c, &s);
 	CHECK_EQ_INT(s.bypass, 2);
-	CHECK_EQ_INT(atomic_load(&f.calls), 2);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 2);
 	CHECK_EQ_INT(cread(c, "k", "\"e\"", 0, 0, sizeof(buf), buf), sizeof(buf));
 
 	CHECK_EQ_INT(cache_new(&cfg, &c2, msg, sizeof(msg)), -EBUSY);
@@ -895,9 +747,9 @@ static void t_bypass_sharing_clear(void)
 	c = open_cache(&f, d, 16 * TBS, TBS);
 	if (!c)
 		goto out;
-	uint64_t calls0 = atomic_load(&f.calls);
+	uint64_t calls0 = fake_fetch_calls(&f);
 	CHECK_EQ_INT(cread(c, "k", "\"e\"", 0, 0, sizeof(buf), buf), sizeof(buf));
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 1);        /* cold again */
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 1);        /* cold again */
 	cache_destroy(c);
 	/* geometry change: warning, cold start, not an error */
 	c = open_cache(&f, d, 16 * TBS, TBS * 2);
@@ -907,7 +759,7 @@ static void t_bypass_sharing_clear(void)
 		cache_destroy(c);
 	}
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -936,7 +788,7 @@ static void *stress_thread(void *arg)
 		int sized = rand_r(&a->seed) % 2;
 
 		if (cread(a->c, k, "\"z\"", sized ? size : 0, off, len, buf) != (ssize_t)len ||
-		    !fake_check(buf, k, "\"z\"", off, len))
+		    !fake_fetch_check(buf, k, "\"z\"", off, len))
 			a->ok = 0;
 	}
 	free(buf);
@@ -946,14 +798,14 @@ static void *stress_thread(void *arg)
 /* Several threads, random ranges, small cache: always the right bytes. */
 static void stress(uint32_t bs, uint64_t cache_bytes)
 {
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct stress_arg a[4];
 	pthread_t th[4];
 	struct cache_stats s;
 	struct cache *c;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, cache_bytes, bs);
 	if (!c)
 		goto out;
@@ -973,7 +825,7 @@ static void stress(uint32_t bs, uint64_t cache_bytes)
 		CHECK(s.pieces > 0);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -1015,14 +867,14 @@ static void drop_caches(void)
  * bytes with `depth` requests in flight (the prefetch window's shape). */
 static int bench(const char *dir, uint32_t bs, uint64_t size, size_t req, int depth)
 {
-	struct fake f;
+	struct fake_fetch f;
 	struct cache *c;
 	char *bufs = malloc((size_t)depth * req);
 	struct sync_wait *w = calloc(depth, sizeof(*w));
 	struct cache_stats s;
 	double t0, t1;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, dir, size + 64 * (uint64_t)bs, bs);
 	if (!c)
 		return 1;
@@ -1038,9 +890,9 @@ static int bench(const char *dir, uint32_t bs, uint64_t size, size_t req, int de
 			pthread_mutex_init(&w[k].m, NULL);
 			pthread_cond_init(&w[k].cv, NULL);
 			w[k].done = 0;
-			if (cache_fetch_sized(c, "bench/obj", 9, "\"b\"", size, off, req,
-					      bufs + (size_t)k * req, sync_done, &w[k]) < 0)
-				sync_done(&w[k], -EIO);
+			if (cfetch(c, "bench/obj", "\"b\"", size, off, req,
+				   bufs + (size_t)k * req, &w[k]) < 0)
+				sync_done(&w[k].fr, -EIO);
 		}
 		for (int k = 0; k < depth && (uint64_t)k * req < size; k++)
 			sync_wait_for(&w[k]);
@@ -1053,7 +905,7 @@ static int bench(const char *dir, uint32_t bs, uint64_t size, size_t req, int de
 		       (unsigned long long)s.misses, s.direct_io, s.registered_buffers);
 	}
 	cache_destroy(c);
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	free(bufs);
 	free(w);
 	return 0;
@@ -1065,13 +917,13 @@ static void t_packed_small_objects(void)
 {
 	const uint32_t bs = 1024 * 1024;
 	const uint64_t small = 100 * KB, mixed = 2 * MB + 512 * KB;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char key[64];
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 8ull * bs, bs);
 	if (!c)
 		goto out;
@@ -1090,7 +942,7 @@ static void t_packed_small_objects(void)
 	CHECK_EQ_INT(s.pieces, 0);                  /* whole objects, whole blocks */
 	cache_destroy(c);
 
-	uint64_t calls0 = atomic_load(&f.calls);
+	uint64_t calls0 = fake_fetch_calls(&f);
 
 	c = open_cache(&f, d, 8ull * bs, bs);
 	if (!c)
@@ -1103,12 +955,12 @@ static void t_packed_small_objects(void)
 		CHECK(read_all(c, key, "\"s\"", small, 4096, 1));   /* parts of a packed record */
 	}
 	CHECK(read_all(c, "shard/big.tar", "\"s\"", mixed, 300 * KB, 1));
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);
 	stats(c, &s);
 	CHECK_EQ_INT(s.checksum_failures, 0);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -1118,14 +970,14 @@ static void t_packed_eviction_and_corruption(void)
 {
 	const uint32_t bs = 1024 * 1024;
 	const uint64_t small = 60 * KB + 123;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char key[64], p[512];
 	int fd;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 4ull * bs, bs);
 	if (!c)
 		goto out;
@@ -1164,7 +1016,7 @@ static void t_packed_eviction_and_corruption(void)
 		CHECK_EQ_INT(pwrite(fd, &b, 1, o), 1);
 	}
 	close(fd);
-	uint64_t calls0 = atomic_load(&f.calls);
+	uint64_t calls0 = fake_fetch_calls(&f);
 
 	c = open_cache(&f, d, 4ull * bs, bs);
 	if (!c)
@@ -1177,10 +1029,10 @@ static void t_packed_eviction_and_corruption(void)
 	}
 	stats(c, &s);
 	CHECK_EQ_INT(s.checksum_failures, 1);
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 1);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 1);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -1193,56 +1045,56 @@ static void t_pieces_for_partial_reads(void)
 	static const uint64_t offs[] = { 0, 4096, 3 * MB + 7, 128 * KB - 100, 5 * MB - 2000,
 					 8 * MB + 500, 2 * MB + 640 * KB };
 	const size_t n = 4096;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char buf[4096];
 	uint64_t calls0, bytes0;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16ull * bs, bs);
 	if (!c)
 		goto out;
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
 		CHECK_EQ_INT(cread(c, "r/obj", "\"p\"", size, offs[i], n, buf), n);
-		CHECK(fake_check(buf, "r/obj", "\"p\"", offs[i], n));
+		CHECK(fake_fetch_check(buf, "r/obj", "\"p\"", offs[i], n));
 	}
 	/* 0 and 4096 share a piece, and 128K-100 adds the next one; 8M+500 is the
 	 * short last block's only piece; 5M-2000 spans a block edge: 7 pieces. */
-	CHECK_EQ_INT(atomic_load(&f.calls), 7);
-	CHECK_EQ_INT(atomic_load(&f.bytes), 6 * CACHE_PIECE + 5000);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 7);
+	CHECK_EQ_INT(fake_fetch_bytes(&f), 6 * CACHE_PIECE + 5000);
 	cache_sync(c);
 	cache_destroy(c);
 
-	calls0 = atomic_load(&f.calls);
+	calls0 = fake_fetch_calls(&f);
 	c = open_cache(&f, d, 16ull * bs, bs);
 	if (!c)
 		goto out;
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
 		memset(buf, 0, n);
 		CHECK_EQ_INT(cread(c, "r/obj", "\"p\"", size, offs[i], n, buf), n);
-		CHECK(fake_check(buf, "r/obj", "\"p\"", offs[i], n));
+		CHECK(fake_fetch_check(buf, "r/obj", "\"p\"", offs[i], n));
 	}
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);     /* pieces survive a restart */
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);     /* pieces survive a restart */
 	/* A stream reads whole blocks: fetched whole, whatever pieces there are. */
-	bytes0 = atomic_load(&f.bytes);
+	bytes0 = fake_fetch_bytes(&f);
 	CHECK(read_all(c, "r/obj", "\"p\"", size, bs, 1));
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 9);
-	CHECK_EQ_INT(atomic_load(&f.bytes) - bytes0, size);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 9);
+	CHECK_EQ_INT(fake_fetch_bytes(&f) - bytes0, size);
 	cache_sync(c);
-	calls0 = atomic_load(&f.calls);
+	calls0 = fake_fetch_calls(&f);
 	for (uint64_t off = 3; off + n < size; off += 777 * KB) {
 		CHECK_EQ_INT(cread(c, "r/obj", "\"p\"", size, off, n, buf), n);
-		CHECK(fake_check(buf, "r/obj", "\"p\"", off, n));
+		CHECK(fake_fetch_check(buf, "r/obj", "\"p\"", off, n));
 	}
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);
 	stats(c, &s);
 	CHECK_EQ_INT(s.checksum_failures, 0);
 	CHECK_EQ_INT(s.piece_size, CACHE_PIECE);
 	cache_destroy(c);
 out:
-	fake_stop(&f);
+	fake_fetch_fini(&f);
 	rm_dir(d);
 }
 
@@ -1254,59 +1106,100 @@ static void t_piece_runs(void)
 	const uint32_t bs = 1024 * 1024;
 	const uint64_t size = 4 * MB;
 	const uint64_t P = CACHE_PIECE;
-	struct fake f;
+	struct fake_fetch f;
 	const char *d = new_dir();
 	struct cache_stats s;
 	struct cache *c;
 	char *buf = malloc(bs);
 	uint64_t calls0, bytes0;
 
-	fake_start(&f);
+	fake_fetch_init(&f, 1, 0);
 	c = open_cache(&f, d, 16ull * bs, bs);
 	if (!c)
 		goto out;
 	/* 600 KiB from 100 KiB into block 1: pieces 8..13 of the object, one GET */
 	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, MB + 100 * KB, 600 * KB, buf), 600 * KB);
-	CHECK(fake_check(buf, "run/obj", "\"r\"", MB + 100 * KB, 600 * KB));
-	CHECK_EQ_INT(atomic_load(&f.calls), 1);
-	CHECK_EQ_INT(atomic_load(&f.bytes), 6 * P);
-	CHECK_EQ_INT(atomic_load(&f.last_len), 6 * P);
+	CHECK(fake_fetch_check(buf, "run/obj", "\"r\"", MB + 100 * KB, 600 * KB));
+	CHECK_EQ_INT(fake_fetch_calls(&f), 1);
+	CHECK_EQ_INT(fake_fetch_bytes(&f), 6 * P);
+	CHECK_EQ_INT(fake_fetch_last_len(&f), 6 * P);
 	cache_sync(c);
 	stats(c, &s);
 	CHECK_EQ_INT(s.blocks_used, 6);             /* kept as six pieces */
 	/* each piece alone is a hit */
 	for (uint64_t p = 8; p < 14; p++) {
 		CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, p * P + 5, 1000, buf), 1000);
-		CHECK(fake_check(buf, "run/obj", "\"r\"", p * P + 5, 1000));
+		CHECK(fake_fetch_check(buf, "run/obj", "\"r\"", p * P + 5, 1000));
 	}
-	CHECK_EQ_INT(atomic_load(&f.calls), 1);
+	CHECK_EQ_INT(fake_fetch_calls(&f), 1);
 	/* a hole: piece 17 cached, then 16..18 asked for: one GET of 3 pieces */
 	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, 17 * P + 1, 10, buf), 10);
 	cache_sync(c);
-	calls0 = atomic_load(&f.calls);
-	bytes0 = atomic_load(&f.bytes);
+	calls0 = fake_fetch_calls(&f);
+	bytes0 = fake_fetch_bytes(&f);
 	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, 16 * P + 3, 2 * P + 7, buf), 2 * P + 7);
-	CHECK(fake_check(buf, "run/obj", "\"r\"", 16 * P + 3, 2 * P + 7));
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 1);
-	CHECK_EQ_INT(atomic_load(&f.bytes) - bytes0, 3 * P);
+	CHECK(fake_fetch_check(buf, "run/obj", "\"r\"", 16 * P + 3, 2 * P + 7));
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 1);
+	CHECK_EQ_INT(fake_fetch_bytes(&f) - bytes0, 3 * P);
 	cache_sync(c);
 	cache_destroy(c);
 
-	calls0 = atomic_load(&f.calls);
+	calls0 = fake_fetch_calls(&f);
 	c = open_cache(&f, d, 16ull * bs, bs);
 	if (!c)
 		goto out;
 	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, MB + 100 * KB, 600 * KB, buf), 600 * KB);
-	CHECK(fake_check(buf, "run/obj", "\"r\"", MB + 100 * KB, 600 * KB));
+	CHECK(fake_fetch_check(buf, "run/obj", "\"r\"", MB + 100 * KB, 600 * KB));
 	CHECK_EQ_INT(cread(c, "run/obj", "\"r\"", size, 16 * P, 3 * P, buf), 3 * P);
-	CHECK(fake_check(buf, "run/obj", "\"r\"", 16 * P, 3 * P));
-	CHECK_EQ_INT(atomic_load(&f.calls) - calls0, 0);
+	CHECK(fake_fetch_check(buf, "run/obj", "\"r\"", 16 * P, 3 * P));
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);
 	stats(c, &s);
 	CHECK_EQ_INT(s.checksum_failures, 0);
 	cache_destroy(c);
 out:
 	free(buf);
-	fake_stop(&f);
+	fake_fetch_fini(&f);
+	rm_dir(d);
+}
+
+/* Cancel through the cache: a request it holds runs to its end (its blocks
+ * are shared and worth keeping: no cancel reaches the inner fetcher), and a
+ * request that bypassed it (no ETag) is the inner fetcher's, where the
+ * cancel goes and ends it -ECANCELED. Each done runs exactly once. */
+static void t_cancel_through_the_cache(void)
+{
+	struct fake_fetch f;
+	const char *d = new_dir();
+	struct sync_wait held = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct sync_wait by = { .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	char *b1 = malloc(TBS), *b2 = malloc(TBS);
+	struct cache *c;
+
+	fake_fetch_init(&f, 1, 0);
+	c = open_cache(&f, d, 16 * TBS, TBS);
+	if (!c)
+		goto out;
+	CHECK_EQ_INT(cache_fetcher(c)->cancels, 0);
+	fake_fetch_hold(&f, 0, UINT64_MAX);
+	CHECK_EQ_INT(cfetch(c, "cx/obj", "\"c\"", 4 * TBS, TBS, TBS, b1, &held), 0);
+	CHECK_EQ_INT(cfetch(c, "cx/nv", "", 0, 0, TBS, b2, &by), 0);
+	while (fake_fetch_calls(&f) < 2)        /* the block GET leaves on the cache thread */
+		usleep(1000);
+	fetcher_cancel(cache_fetcher(c), &held.fr);
+	fetcher_cancel(cache_fetcher(c), &by.fr);
+	CHECK_EQ_INT(sync_wait_for(&by), -ECANCELED);
+	pthread_mutex_lock(&f.mu);
+	CHECK_EQ_INT(f.cancel_calls, 1);        /* only the bypassed one went down */
+	CHECK_EQ_INT(f.cancelled, 1);
+	pthread_mutex_unlock(&f.mu);
+	fake_fetch_hold(&f, 0, 0);
+	CHECK_EQ_INT(sync_wait_for(&held), TBS);
+	CHECK(fake_fetch_check(b1, "cx/obj", "\"c\"", TBS, TBS));
+	cache_destroy(c);
+out:
+	fake_fetch_fini(&f);
+	free(b1);
+	free(b2);
 	rm_dir(d);
 }
 
@@ -1332,6 +1225,7 @@ static const struct test tests[] = {
 	TEST(t_pieces_for_partial_reads),
 	TEST(t_concurrent_stress_pieces),
 	TEST(t_piece_runs),
+	TEST(t_cancel_through_the_cache),
 	{ 0 },
 };
 

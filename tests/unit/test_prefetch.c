@@ -1,13 +1,14 @@
 /*
  * Unit tests for the read path (src/prefetch/prefetch.c).
  *
- * The fake fetcher serves objects whose byte i is a pure function of (seed, i),
- * so objects of any size (> 4 GiB included) cost no memory and every returned
- * byte can be checked. Requests complete on a small worker pool after a set
- * latency, like the http thread would; each request is logged with the number
- * of requests outstanding when it was submitted, so tests assert on the log,
- * never on timings. Errors are injected by request number, and a "version
- * change" makes If-Match fail with -ESTALE and changes the bytes.
+ * The shared fake fetcher (fake_fetch.h) serves objects whose byte i is a pure
+ * function of (key, ETag, i), so objects of any size (> 4 GiB included) cost
+ * no memory and every returned byte can be checked. Requests complete on a
+ * small worker pool after a set latency, like the http thread would; each
+ * request is logged with the number of requests outstanding when it was
+ * submitted, so tests assert on the log, never on timings. Errors are
+ * injected by request number, and a "version change" makes If-Match fail
+ * with -ESTALE and changes the bytes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -18,7 +19,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "feedfs/ahead.h"
 #include "feedfs/prefetch.h"
+#include "fake_fetch.h"
 #include "harness.h"
 
 #define MiB (1ull << 20)
@@ -50,23 +53,15 @@ static void wd_arm_named(const char *name, unsigned s)
 }
 #define wd_arm(s) wd_arm_named(__func__, (s))
 
-/* ---- the byte pattern ---- */
-static uint64_t mix64(uint64_t x)
+/* ---- the fake fetcher (tests/unit/fake_fetch.c) ---- */
+/* Every object is registered with ETag "v<version>"; the bytes a read must
+ * return are those of (key, that ETag). */
+static uint64_t obj_seed(const char *key, unsigned version)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
+	char etag[32];
 
-static void pat_fill(uint64_t seed, uint64_t off, char *buf, size_t len)
-{
-	for (size_t i = 0; i < len; ) {
-		uint64_t pos = off + i, w = mix64(seed ^ (pos >> 3));
-
-		for (unsigned k = pos & 7; k < 8 && i < len; k++, i++)
-			buf[i] = (char)(w >> (k * 8));
-	}
+	snprintf(etag, sizeof(etag), "\"v%u\"", version);
+	return fake_fetch_seed(key, strlen(key), etag);
 }
 
 /* Returns 1 when buf holds exactly the pattern at off. */
@@ -77,292 +72,37 @@ static int pat_ok(uint64_t seed, uint64_t off, const char *buf, size_t len)
 	for (size_t i = 0; i < len; i += sizeof(tmp)) {
 		size_t n = len - i < sizeof(tmp) ? len - i : sizeof(tmp);
 
-		pat_fill(seed, off + i, tmp, n);
+		fake_fetch_pattern(tmp, seed, off + i, n);
 		if (memcmp(tmp, buf + i, n) != 0)
 			return 0;
 	}
 	return 1;
 }
 
-/* ---- the fake fetcher ---- */
-#define FAKE_OBJS 40
-#define FAKE_WORKERS 8
-
-struct fake_obj { char key[32]; uint64_t size; unsigned version; };
-
-struct fake_req {
-	struct fake_req *next;
-	int obj;
-	uint64_t off;
-	size_t len;
-	void *buf;
-	char if_match[32];
-	int has_if_match;
-	int fail;                       /* injected -errno, 0 none */
-	int cancelled;                  /* fake_cancel named it before its done */
-	rd_fetch_done_fn done;
-	void *done_arg;
-	struct fake_req *pnext;         /* pending: submitted, done not yet called */
-};
-
-struct fake_log { int obj; uint64_t off; size_t len; unsigned outstanding; };
-
-struct fake {
-	pthread_mutex_t mu;
-	pthread_cond_t cond;
-	pthread_t workers[FAKE_WORKERS];
-	int stop;
-	unsigned latency_us;
-	struct fake_req *head, **tail;
-	struct fake_obj objs[FAKE_OBJS];
-	int nobjs;
-	struct fake_log *log;
-	size_t nlog, cap_log;
-	unsigned outstanding, max_outstanding;
-	unsigned done_calls;            /* requests whose done is about to run or ran */
-	uint64_t bytes;
-	int bad_range;                  /* GETs with len 0 or past size-1 */
-	/* Injection: the nth request (1-based) fails with fail_err. */
-	size_t fail_nth;
-	int fail_err;
-	int queue_err;                  /* fetch itself returns this */
-	struct fake_req *pending;       /* every request whose done has not run */
-	unsigned cancel_calls;          /* fake_cancel calls */
-	unsigned cancelled;             /* requests ended with -ECANCELED */
-	unsigned cancel_unknown;        /* cancels naming no pending request: a bug */
-	/* Requests starting in [hold_lo, hold_hi) wait, after their latency,
-	 * until cancelled or until fake_release. */
-	uint64_t hold_lo, hold_hi;
-};
-
-static uint64_t obj_seed(const struct fake_obj *o, unsigned version)
+static int fake_add(struct fake_fetch *fk, const char *key, uint64_t size)
 {
-	uint64_t h = 1469598103934665603ull;
-
-	for (const char *p = o->key; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h + version * 0x1000193ull;
-}
-
-static void *fake_worker(void *arg)
-{
-	struct fake *fk = arg;
-
-	pthread_mutex_lock(&fk->mu);
-	for (;;) {
-		struct fake_req *r;
-		ssize_t res;
-
-		while (!fk->head && !fk->stop)
-			pthread_cond_wait(&fk->cond, &fk->mu);
-		if (!fk->head)
-			break;
-		r = fk->head;
-		fk->head = r->next;
-		if (!fk->head)
-			fk->tail = &fk->head;
-		pthread_mutex_unlock(&fk->mu);
-
-		if (fk->latency_us)
-			usleep(fk->latency_us);
-		pthread_mutex_lock(&fk->mu);
-		struct fake_obj *o = &fk->objs[r->obj];
-		char etag[32];
-		unsigned version = o->version;
-
-		snprintf(etag, sizeof(etag), "\"v%u\"", version);
-		pthread_mutex_unlock(&fk->mu);
-		/* A cancel that came before the end of the latency (or of a
-		 * hold) wins, as a cut transfer would. */
-		pthread_mutex_lock(&fk->mu);
-		while (!r->cancelled && r->off >= fk->hold_lo && r->off < fk->hold_hi)
-			pthread_cond_wait(&fk->cond, &fk->mu);
-		if (r->cancelled) {
-			fk->cancelled++;
-			res = -ECANCELED;
-		} else {
-			res = 0;
-		}
-		fk->done_calls++;
-		pthread_mutex_unlock(&fk->mu);
-		if (res < 0)
-			;
-		else if (r->fail)
-			res = r->fail;
-		else if (r->has_if_match && strcmp(r->if_match, etag) != 0)
-			res = -ESTALE;
-		else {
-			pat_fill(obj_seed(o, version), r->off, r->buf, r->len);
-			res = (ssize_t)r->len;
-		}
-		r->done(r->done_arg, res);
-		pthread_mutex_lock(&fk->mu);
-		/* Pending until done has returned: a cancel may come while it
-		 * runs (the reader saw the segment in flight), never after. */
-		for (struct fake_req **pp = &fk->pending; *pp; pp = &(*pp)->pnext)
-			if (*pp == r) {
-				*pp = r->pnext;
-				break;
-			}
-		fk->outstanding--;
-		pthread_cond_broadcast(&fk->cond);
-		free(r);
-	}
-	pthread_mutex_unlock(&fk->mu);
-	return NULL;
-}
-
-static int fake_fetch(void *arg, const char *key, size_t key_len, const char *if_match,
-		      uint64_t off, size_t len, void *buf, rd_fetch_done_fn done, void *done_arg)
-{
-	struct fake *fk = arg;
-	struct fake_req *r;
-	int obj = -1;
-
-	pthread_mutex_lock(&fk->mu);
-	if (fk->queue_err) {
-		pthread_mutex_unlock(&fk->mu);
-		return fk->queue_err;
-	}
-	for (int i = 0; i < fk->nobjs; i++)
-		if (strlen(fk->objs[i].key) == key_len && memcmp(fk->objs[i].key, key, key_len) == 0)
-			obj = i;
-	if (obj < 0 || len == 0 || off + len > fk->objs[obj].size) {
-		fk->bad_range++;
-		pthread_mutex_unlock(&fk->mu);
-		return -EINVAL;
-	}
-	r = calloc(1, sizeof(*r));
-	r->obj = obj;
-	r->off = off;
-	r->len = len;
-	r->buf = buf;
-	r->done = done;
-	r->done_arg = done_arg;
-	if (if_match) {
-		r->has_if_match = 1;
-		snprintf(r->if_match, sizeof(r->if_match), "%s", if_match);
-	}
-	if (fk->nlog == fk->cap_log) {
-		fk->cap_log = fk->cap_log ? fk->cap_log * 2 : 256;
-		fk->log = realloc(fk->log, fk->cap_log * sizeof(*fk->log));
-	}
-	fk->outstanding++;
-	if (fk->outstanding > fk->max_outstanding)
-		fk->max_outstanding = fk->outstanding;
-	fk->log[fk->nlog++] = (struct fake_log){ obj, off, len, fk->outstanding };
-	if (fk->fail_nth && fk->nlog == fk->fail_nth)
-		r->fail = fk->fail_err;
-	fk->bytes += len;
-	r->pnext = fk->pending;
-	fk->pending = r;
-	*fk->tail = r;
-	fk->tail = &r->next;
-	pthread_cond_signal(&fk->cond);
-	pthread_mutex_unlock(&fk->mu);
-	return 0;
-}
-
-/* rd_cancel_fn: flag the pending request; its worker ends it with -ECANCELED
- * (never from here: the contract forbids calling done on this thread). */
-static void fake_cancel(void *arg, rd_fetch_done_fn done, void *done_arg)
-{
-	struct fake *fk = arg;
-	struct fake_req *r;
-
-	pthread_mutex_lock(&fk->mu);
-	fk->cancel_calls++;
-	for (r = fk->pending; r; r = r->pnext)
-		if (r->done == done && r->done_arg == done_arg)
-			break;
-	if (r)
-		r->cancelled = 1;
-	else
-		fk->cancel_unknown++;
-	pthread_cond_broadcast(&fk->cond);
-	pthread_mutex_unlock(&fk->mu);
-}
-
-static void fake_hold(struct fake *fk, uint64_t lo, uint64_t hi)
-{
-	pthread_mutex_lock(&fk->mu);
-	fk->hold_lo = lo;
-	fk->hold_hi = hi;
-	pthread_cond_broadcast(&fk->cond);
-	pthread_mutex_unlock(&fk->mu);
-}
-
-/* Requests whose done has not started yet. */
-static unsigned fake_pending(struct fake *fk)
-{
-	unsigned n = 0;
-
-	pthread_mutex_lock(&fk->mu);
-	for (struct fake_req *r = fk->pending; r; r = r->pnext)
-		n++;
-	pthread_mutex_unlock(&fk->mu);
-	return n;
-}
-
-static void fake_init(struct fake *fk, unsigned latency_us)
-{
-	memset(fk, 0, sizeof(*fk));
-	pthread_mutex_init(&fk->mu, NULL);
-	pthread_cond_init(&fk->cond, NULL);
-	fk->tail = &fk->head;
-	fk->latency_us = latency_us;
-	for (int i = 0; i < FAKE_WORKERS; i++)
-		pthread_create(&fk->workers[i], NULL, fake_worker, fk);
-}
-
-static void fake_fini(struct fake *fk)
-{
-	pthread_mutex_lock(&fk->mu);
-	fk->stop = 1;
-	pthread_cond_broadcast(&fk->cond);
-	pthread_mutex_unlock(&fk->mu);
-	for (int i = 0; i < FAKE_WORKERS; i++)
-		pthread_join(fk->workers[i], NULL);
-	CHECK_EQ_INT(fk->outstanding, 0);
-	CHECK_EQ_INT(fk->bad_range, 0);
-	CHECK_EQ_INT(fk->cancel_unknown, 0);
-	CHECK(fk->pending == NULL);
-	free(fk->log);
-	pthread_cond_destroy(&fk->cond);
-	pthread_mutex_destroy(&fk->mu);
-}
-
-/* Register an object; returns its index. */
-static int fake_add(struct fake *fk, const char *key, uint64_t size)
-{
-	int i;
-
-	pthread_mutex_lock(&fk->mu);
-	i = fk->nobjs++;
-	snprintf(fk->objs[i].key, sizeof(fk->objs[i].key), "%s", key);
-	fk->objs[i].size = size;
-	fk->objs[i].version = 1;
-	pthread_mutex_unlock(&fk->mu);
-	return i;
+	return fake_fetch_add(fk, key, size, "\"v1\"");
 }
 
 /* ---- test environment ---- */
 struct env {
-	struct fake fk;
+	struct fake_fetch fk;
 	struct rd_budget *b;
 	struct rd_config cfg;
 };
 
 static void env_init(struct env *e, uint64_t budget, unsigned latency_us)
 {
-	fake_init(&e->fk, latency_us);
+	fake_fetch_init(&e->fk, FAKE_FETCH_WORKERS, latency_us);
 	CHECK_EQ_INT(rd_budget_new(budget, &e->b), 0);
-	e->cfg = (struct rd_config){ .fetch = fake_fetch, .fetch_arg = &e->fk, .budget = e->b };
+	/* Without cancel unless a test asks for it (the block cache's case). */
+	e->fk.base.cancels = 0;
+	e->cfg = (struct rd_config){ .fetcher = &e->fk.base, .budget = e->b };
 }
 
 static void env_fini(struct env *e)
 {
-	fake_fini(&e->fk);
+	fake_fetch_fini(&e->fk);
 	CHECK_EQ_INT(rd_budget_used(e->b), 0);
 	CHECK(rd_budget_peak(e->b) <= rd_budget_max(e->b));
 	rd_budget_destroy(e->b);
@@ -375,7 +115,7 @@ static struct obj env_open(struct env *e, const char *key, uint64_t size)
 	struct obj o;
 
 	o.idx = fake_add(&e->fk, key, size);
-	o.seed = obj_seed(&e->fk.objs[o.idx], 1);
+	o.seed = obj_seed(key, 1);
 	o.size = size;
 	o.f = rd_open(&e->cfg, key, strlen(key), size, "\"v1\"");
 	CHECK(o.f != NULL);
@@ -494,7 +234,7 @@ static void t_sequential_window_grows(void)
 	CHECK(e.fk.log[0].len <= 1 * MiB);              /* low time to first byte */
 	CHECK_EQ_INT(e.fk.log[0].off, 0);
 	for (size_t i = 0; i < e.fk.nlog; i++) {
-		const struct fake_log *l = &e.fk.log[i];
+		const struct fake_fetch_log *l = &e.fk.log[i];
 
 		CHECK(l->len <= 8 * MiB);
 		if (l->len > max_len) {
@@ -779,9 +519,7 @@ static void t_estale_mid_stream(void)
 	o = env_open(&e, "stale", 200 * MiB);
 	for (uint64_t off = 0; off < 4 * MiB; off += 128 * KiB)
 		CHECK(read_ok(&o, off, 128 * KiB, buf));
-	pthread_mutex_lock(&e.fk.mu);
-	e.fk.objs[o.idx].version = 2;
-	pthread_mutex_unlock(&e.fk.mu);
+	fake_fetch_set_etag(&e.fk, "stale", "\"v2\"");
 	for (uint64_t off = 4 * MiB; off < 100 * MiB; off += 128 * KiB) {
 		ssize_t r = rd_read(o.f, off, 128 * KiB, buf);
 
@@ -872,18 +610,6 @@ static void t_queue_failure(void)
  * with align = 4 MiB every segment of a stream (readahead, tail) covers whole
  * blocks, so each block is fetched exactly once by one segment; random reads
  * round out only to random_align (the cache's 128 KiB pieces). */
-static uint64_t sized_seen = UINT64_MAX;
-static int sized_calls;
-
-static int fake_fetch_sized(void *arg, const char *key, size_t key_len, const char *if_match,
-			    uint64_t obj_size, uint64_t off, size_t len, void *buf,
-			    rd_fetch_done_fn done, void *done_arg)
-{
-	__atomic_store_n(&sized_seen, obj_size, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&sized_calls, 1, __ATOMIC_RELAXED);
-	return fake_fetch(arg, key, key_len, if_match, off, len, buf, done, done_arg);
-}
-
 static void t_aligned_sized_fetch(void)
 {
 	const uint64_t size = 70 * MiB + 12345, bs = 4 * MiB;
@@ -896,8 +622,6 @@ static void t_aligned_sized_fetch(void)
 
 	wd_arm(120);
 	env_init(&e, 256 * MiB, 0);
-	e.cfg.fetch = NULL;
-	e.cfg.fetch_sized = fake_fetch_sized;
 	e.cfg.align = bs;
 	e.cfg.random_align = 128 * KiB;
 	e.cfg.part_size = 6 * MiB;                   /* rounded up to 8 MiB */
@@ -914,8 +638,9 @@ static void t_aligned_sized_fetch(void)
 	}
 	rd_close(o.f);
 	CHECK_EQ_INT(bad, 0);
-	CHECK(sized_calls > 0);
-	CHECK(sized_seen == size);
+	CHECK(e.fk.nlog > 0);
+	for (size_t i = 0; i < e.fk.nlog; i++)      /* every request names the size */
+		CHECK_EQ_INT(e.fk.log[i].obj_size, size);
 	for (size_t i = 0; i < e.fk.nlog; i++) {
 		uint64_t end = e.fk.log[i].off + e.fk.log[i].len;
 		uint64_t a = i < nstream ? bs : 128 * KiB;
@@ -967,8 +692,9 @@ static void t_close_with_gets_in_flight(void)
  * chunk and issue 7..15 MiB, which the fake holds until cancelled or released.
  * Returns the cancel calls made by the seek itself.
  */
-static unsigned seek_run(int with_cancel, int backward)
+static unsigned seek_run(int with_cancel, int backward, int via_ahead)
 {
+	struct rd_ahead *ah = NULL;
 	struct env e;
 	struct obj o;
 	char *buf = malloc(MiB);
@@ -976,21 +702,25 @@ static unsigned seek_run(int with_cancel, int backward)
 	unsigned at_seek;
 
 	env_init(&e, 256 * MiB, 1000);
-	if (with_cancel) {
-		e.cfg.cancel = fake_cancel;
-		e.cfg.cancel_arg = &e.fk;
+	e.fk.base.cancels = with_cancel;
+	if (via_ahead) {
+		/* The production stack's top: the cancel must pass through the
+		 * across-file readahead (no entry for these GETs) to the fake. */
+		CHECK_EQ_INT(rd_ahead_new(&(struct rd_ahead_config){ .inner = &e.fk.base,
+								     .budget = e.b }, &ah), 0);
+		e.cfg.fetcher = rd_ahead_fetcher(ah);
 	}
-	fake_hold(&e.fk, start + 7 * MiB, start + 15 * MiB + 1);
+	fake_fetch_hold(&e.fk, start + 7 * MiB, start + 15 * MiB + 1);
 	o = env_open(&e, with_cancel ? (backward ? "seekb1" : "seekf1") :
 			 (backward ? "seekb0" : "seekf0"), 200 * MiB + 77);
 	for (uint64_t off = start; off < start + 6 * MiB; off += MiB)
 		CHECK(read_ok(&o, off, MiB, buf));
-	CHECK(fake_pending(&e.fk) > 0);         /* readahead is out there to cancel */
+	CHECK(fake_fetch_pending(&e.fk) > 0);         /* readahead is out there to cancel */
 	CHECK(read_ok(&o, far, 4096, buf));     /* the seek */
 	pthread_mutex_lock(&e.fk.mu);
 	at_seek = e.fk.cancel_calls;
 	pthread_mutex_unlock(&e.fk.mu);
-	fake_hold(&e.fk, 0, 0);
+	fake_fetch_hold(&e.fk, 0, 0);
 	CHECK(read_ok(&o, far + 4096, 60000, buf));
 	/* Over the cancelled readahead: fetched again, right bytes. */
 	for (uint64_t off = start + 6 * MiB; off < start + 20 * MiB; off += MiB)
@@ -1000,6 +730,7 @@ static unsigned seek_run(int with_cancel, int backward)
 	/* With the cancel, the held GET ended -ECANCELED, not served. */
 	CHECK_EQ_INT(e.fk.cancelled > 0, with_cancel);
 	pthread_mutex_unlock(&e.fk.mu);
+	rd_ahead_destroy(ah);
 	env_fini(&e);
 	free(buf);
 	return at_seek;
@@ -1009,8 +740,10 @@ static void t_seek_cancels_readahead(void)
 {
 	for (int backward = 0; backward < 2; backward++) {
 		wd_arm(60);
-		CHECK_EQ_INT(seek_run(0, backward), 0);
-		CHECK(seek_run(1, backward) > 0);
+		for (int via_ahead = 0; via_ahead < 2; via_ahead++) {
+			CHECK_EQ_INT(seek_run(0, backward, via_ahead), 0);
+			CHECK(seek_run(1, backward, via_ahead) > 0);
+		}
 	}
 	alarm(0);
 }
@@ -1024,14 +757,13 @@ static void t_close_cancels(void)
 
 	wd_arm(60);
 	env_init(&e, 256 * MiB, 1000);
-	e.cfg.cancel = fake_cancel;
-	e.cfg.cancel_arg = &e.fk;
-	fake_hold(&e.fk, 7 * MiB, 15 * MiB + 1);
+	e.fk.base.cancels = 1;
+	fake_fetch_hold(&e.fk, 7 * MiB, 15 * MiB + 1);
 	struct obj o = env_open(&e, "cc", 100 * MiB);
 
 	for (uint64_t off = 0; off < 6 * MiB; off += MiB)
 		CHECK(read_ok(&o, off, MiB, buf));
-	CHECK(fake_pending(&e.fk) > 0);
+	CHECK(fake_fetch_pending(&e.fk) > 0);
 	rd_close(o.f);
 	CHECK_EQ_INT(rd_budget_used(e.b), 0);
 	pthread_mutex_lock(&e.fk.mu);
