@@ -14,6 +14,9 @@ With SEEK=K the cold pass is a seeking reader instead: each of READERS threads
 reads K MiB from each of 256/READERS seeded random offsets (the same for both
 binaries), and "wire" is the bytes the daemon took from the server per byte
 read (its unmount stats line); the disk pass is skipped.
+With SCRAPE=1 the "new" mounts also get --metrics-addr and /metrics is fetched
+once a second during their passes, as a Prometheus server would (pass the same
+binary twice to see what scraping costs: `SCRAPE=1 bench/ab.py B B 6`).
 Every pass is checked against the manifest's CRC32 of 16 sampled MiB blocks
 (with SEEK, of every block read).
 Also prints the daemon's CPU-seconds per GiB read (user + system, from /proc),
@@ -151,13 +154,43 @@ def seek_pass(path, crcs):
 
 
 def bytes_in():
-    """bytes in of the last s3 stats line in the daemon's log."""
+    """bytes in of the last s3 stats line in the daemon's log ("bytes_in N" from
+    the stats tables; "bytes in N" before them)."""
     last = None
     with open(os.path.join(WORK, "feedfs.log"), errors="replace") as f:
         for line in f:
-            if "bytes in " in line and "gets " in line:
+            if ("bytes in " in line or "bytes_in " in line) and "gets " in line:
                 last = line
-    return int(last.rsplit("bytes in ", 1)[1].split()[0].rstrip(","))
+    tag = "bytes_in " if "bytes_in " in last else "bytes in "
+    return int(last.rsplit(tag, 1)[1].split()[0].rstrip(","))
+
+
+SCRAPE = os.environ.get("SCRAPE") == "1"
+
+
+class Scraper:
+    """GET /metrics once a second until stopped; counts the good answers."""
+
+    def __init__(self, port):
+        import threading
+        import urllib.request
+        self.port, self.n, self.stop_ev = port, 0, threading.Event()
+
+        def run():
+            while not self.stop_ev.wait(1.0):
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+                        r.read()
+                        self.n += 1
+                except OSError:
+                    pass
+        self.t = threading.Thread(target=run, daemon=True)
+        self.t.start()
+
+    def stop(self):
+        self.stop_ev.set()
+        self.t.join()
+        return self.n
 
 
 def main():
@@ -192,9 +225,13 @@ def main():
         for r in range(rounds):
             for b in (("old", "new") if r % 2 == 0 else ("new", "old")):
                 for kind, extra in kinds:
-                    mount(bins[b], port, mnt, extra)
+                    mport = free_port()
+                    scraped = SCRAPE and b == "new"
+                    mount(bins[b], port, mnt, extra + (["--metrics-addr", "127.0.0.1:%d" % mport]
+                                                       if scraped else []))
                     pid = daemon_pid(bins[b])
                     drop_caches()
+                    scraper = Scraper(mport) if scraped else None
                     c0 = cpu_s(pid)
                     if SEEK:
                         nread, dt = seek_pass(os.path.join(mnt, NAME), crcs)
@@ -203,6 +240,8 @@ def main():
                     else:
                         v = read_pass(os.path.join(mnt, NAME), samples)
                         c = (cpu_s(pid) - c0) / gib
+                    if scraper and scraper.stop() == 0:
+                        raise SystemExit("SCRAPE=1: no scrape of /metrics succeeded")
                     umount(mnt)
                     res[(b, kind)].append(v)
                     cpu[(b, kind)].append(c)

@@ -66,6 +66,7 @@ CONTENDERS = [c.strip() for c in (os.environ.get("CONTENDERS") or "feedfs,s3fs,r
 _wl_default = "1,2,5" if LAT_MS > 0 else "1,2,3,4,5"
 WORKLOADS = {int(w) for w in (os.environ.get("WORKLOADS") or _wl_default).replace(" ", "").split(",") if w}
 FEEDFS = os.environ.get("FEEDFS") or os.path.join(ROOT, "build", "feedfs")
+SCRAPED = os.path.join(HERE, "scraped.sh")
 PASSTHROUGH = os.path.join(ROOT, "build", "bench", "fuse_ceiling")   # bench/fuse_ceiling.c
 PASSTHROUGH_READAHEAD_KB = 8192     # what feedfs sets for itself with its default 8 MiB parts
 S3RVER = os.environ.get("S3RVER", "")
@@ -499,10 +500,15 @@ class RssSampler:
 class Contender:
     """One mount configuration. kind: 'fuse' (a daemon) or 'local' (a local directory)."""
 
-    def __init__(self, name, family, argv_fn=None, env=None, cache=False, kind="fuse", options=""):
+    def __init__(self, name, family, argv_fn=None, env=None, cache=False, kind="fuse", options="",
+                 workloads=None):
         self.name, self.family, self.argv_fn, self.env = name, family, argv_fn, env or {}
         self.cache, self.kind, self.options = cache, kind, options
+        self.workloads = workloads  # None: every workload
         self.broken = None  # set when it cannot mount at all
+
+    def runs(self, w):
+        return w in WORKLOADS and (self.workloads is None or w in self.workloads)
 
     def cachedir(self, bucket):
         return os.path.join(CACHEROOT, self.name, bucket)
@@ -577,6 +583,15 @@ def make_contenders(server):
                                 lambda b, m, c: [FEEDFS, "s3://%s" % b, m] + fbase +
                                 ["--log-file", os.path.join(LOGDIR, "feedfs-daemon-%s.log" % b)],
                                 env=fenv, options="defaults (--endpoint-url, --force-path-style)"))
+            if "--metrics-addr" in sh("%s --help 2>&1" % FEEDFS):
+                # The same mount scraped once a second (bench/scraped.sh): what
+                # /metrics costs the sequential read (issue 16: under 1%).
+                cs.append(Contender("feedfs-scraped", "feedfs",
+                                    lambda b, m, c: [SCRAPED, str(free_port()), FEEDFS, "s3://%s" % b, m] +
+                                    fbase + ["--log-file",
+                                             os.path.join(LOGDIR, "feedfs-scraped-daemon-%s.log" % b)],
+                                    env=fenv, workloads={1},
+                                    options="defaults + --metrics-addr, GET /metrics every second"))
             if "--cache-dir" in sh("%s --help 2>&1" % FEEDFS):
                 cs.append(Contender("feedfs-cache", "feedfs",
                                     lambda b, m, c: [FEEDFS, "s3://%s" % b, m] + fbase +
@@ -1026,12 +1041,12 @@ class Run:
         to = PASS_TIMEOUT
         ml, me = self.mans.get("large"), self.mans.get("epoch")
         S = "server"
-        if 1 in WORKLOADS and ml:
+        if c.runs(1) and ml:
             url = "%s/%s/%s" % (base, B_LARGE, LARGE_NAME)
             for name, fn in SEQ_CEILINGS:
                 drop_caches()       # each pattern from a cold server, as every contender's cold pass
                 self.add(S, 1, name, "cold", rep, fn(url, ml["size"], to))
-        if 2 in WORKLOADS and me:
+        if c.runs(2) and me:
             keys = sorted(me["files"])
             random.Random(rep).shuffle(keys)
             keys = keys[:min(len(keys), 8000)]
@@ -1041,13 +1056,13 @@ class Run:
         if 3 in WORKLOADS and "tree" in self.mans:
             drop_caches()
             self.add(S, 3, "ListObjectsV2", "cold", rep, ceil_list(srv, B_TREE, time.monotonic() + to))
-        if 4 in WORKLOADS and ml:
+        if c.runs(4) and ml:
             url = "%s/%s/%s" % (base, B_LARGE, LARGE_NAME)
             for bs, lab in ((4 * KiB, "4KiB"), (MiB, "1MiB")):
                 for c in (1, 8):
                     drop_caches()
                     self.add(S, 4, "%s x%d" % (lab, c), "cold", rep, ceil_rand(url, ml["size"], bs, c, RAND_SECONDS))
-        if 5 in WORKLOADS and me:
+        if c.runs(5) and me:
             keys = sorted(me["files"])
             drop_caches()
             self.add(S, 5, "small object", "cold", rep, ceil_ttfb("%s/%s" % (base, B_EPOCH), keys[rep::max(1, len(keys) // 10)][:10]))
@@ -1130,7 +1145,7 @@ class Run:
                         self.verify.append({"config": c.name, "dataset": B_EPOCH, "ok": True,
                                             "files_sha256": r["sha256_verified"]})
                 self.guarded(c, 2, "%d threads" % th, rep, f, B_EPOCH)
-        if 3 in WORKLOADS and mt:
+        if c.runs(3) and mt:
             def f(root, add):
                 add("cold", w_list(root, mt, dl()))
                 add("warm", w_list(root, mt, dl()))

@@ -247,6 +247,17 @@ def targets(a, latency):
                     fmt(v) + " MB/s" if v is not None else "–",
                     "best of curl 4 / 8 long ranges and 8 MiB ranges ×8, cold",
                     "%.0f%% (%s)" % (m * 100, " / ".join("%.0f%%" % (100 * x) for x in rs)), verdict(m >= need)])
+    if "feedfs-scraped" in a.configs():
+        # Issue 16: /metrics scraped once a second costs the sequential read < 1%.
+        for var in ("1 reader", "4 readers"):
+            for ph in ("cold", "warm"):
+                vs, vp = a.med("feedfs-scraped", 1, var, ph), a.med(F, 1, var, ph)
+                r = vs / vp if vs is not None and vp else None
+                out.append(["large sequential, %s, %s, scraped every second ≥ 99%% of unscraped"
+                            % (var, ph), fmt(vs) + " MB/s" if vs is not None else "–",
+                            fmt(vp) + " MB/s (feedfs)" if vp is not None else "–",
+                            "%.1f%%" % (r * 100) if r is not None else "–",
+                            verdict(None if r is None else r >= 0.99)])
     if latency:
         rp = v / bp[1] if v is not None and bp and bp[1] else None
         out.append(["same, ≥ 3× best peer", fmt(v) + " MB/s" if v is not None else "–",

@@ -37,38 +37,41 @@ static void unescape_octal(char *s)
 	*d = '\0';
 }
 
+int mount_info_fields(char *line, char **mountpoint, char **fstype)
+{
+	/* id parent major:minor root MOUNTPOINT opts [optional...] - FSTYPE ... */
+	char *save = NULL, *tok = strtok_r(line, " \n", &save);
+
+	for (int i = 0; tok && i < 4; i++)
+		tok = strtok_r(NULL, " \n", &save);
+	if (!tok)
+		return -1;
+	*mountpoint = tok;
+	*fstype = NULL;
+	while ((tok = strtok_r(NULL, " \n", &save)))
+		if (strcmp(tok, "-") == 0) {
+			*fstype = strtok_r(NULL, " \n", &save);
+			break;
+		}
+	unescape_octal(*mountpoint);
+	return 0;
+}
+
 /* 1 and the fs type in fstype when abs is a mount point, 0 when not. */
 static int is_mounted(const char *abs, char *fstype, size_t fstype_len)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
+	char *line = NULL, *mp, *type;
 	size_t cap = 0;
 	int found = 0;
 
 	if (!f)
 		return 0;
 	while (!found && getline(&line, &cap, f) > 0) {
-		/* id parent major:minor root MOUNTPOINT opts [optional...] - FSTYPE ... */
-		char *save = NULL, *tok = strtok_r(line, " ", &save);
-		char *mp = NULL;
-
-		for (int i = 0; tok && i < 4; i++)
-			tok = strtok_r(NULL, " ", &save);
-		mp = tok;
-		if (!mp)
-			continue;
-		unescape_octal(mp);
-		if (strcmp(mp, abs) != 0)
+		if (mount_info_fields(line, &mp, &type) < 0 || strcmp(mp, abs) != 0)
 			continue;
 		found = 1;
-		snprintf(fstype, fstype_len, "?");
-		while ((tok = strtok_r(NULL, " ", &save)))
-			if (strcmp(tok, "-") == 0) {
-				tok = strtok_r(NULL, " ", &save);
-				if (tok)
-					snprintf(fstype, fstype_len, "%s", tok);
-				break;
-			}
+		snprintf(fstype, fstype_len, "%s", type ? type : "?");
 	}
 	free(line);
 	fclose(f);

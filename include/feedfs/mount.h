@@ -23,6 +23,10 @@ int mount_daemon_start(int *notify_fd);
  * close it. On success also detaches stdio (to /dev/null) and chdir("/"). */
 void mount_daemon_ready(int notify_fd, const char *err);
 
+/* Split one line of /proc/self/mountinfo in place: *mountpoint (unescaped)
+ * and *fstype (NULL when the line has none). 0, or -1 for a short line. */
+int mount_info_fields(char *line, char **mountpoint, char **fstype);
+
 /* Escape ',' and '\' for a -o option value (fsname=...). Returns malloc'd. */
 char *mount_opt_escape(const char *s);
 

@@ -13,23 +13,7 @@
 #include <unistd.h>
 
 #include "feedfs/ctl.h"
-
-/* mountinfo writes ' ', '\t', '\n' and '\\' in paths as \ooo. */
-static void unescape(char *s)
-{
-	char *d = s;
-
-	while (*s) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*d++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-			s += 4;
-		} else {
-			*d++ = *s++;
-		}
-	}
-	*d = '\0';
-}
+#include "feedfs/mount.h"
 
 int cli_find_mount(const char *abs, char *mnt, size_t mnt_len)
 {
@@ -40,18 +24,11 @@ int cli_find_mount(const char *abs, char *mnt, size_t mnt_len)
 	if (!f)
 		return -errno;
 	while (getline(&line, &cap, f) > 0) {
-		char *save = NULL, *tok = strtok_r(line, " ", &save), *mp;
+		char *mp, *type;
 		size_t l;
 
-		for (int i = 0; tok && i < 4; i++)
-			tok = strtok_r(NULL, " ", &save);
-		mp = tok;
-		while ((tok = strtok_r(NULL, " ", &save)) && strcmp(tok, "-"))
-			;
-		tok = tok ? strtok_r(NULL, " ", &save) : NULL;
-		if (!mp || !tok || strcmp(tok, "fuse.feedfs"))
+		if (mount_info_fields(line, &mp, &type) < 0 || !type || strcmp(type, "fuse.feedfs"))
 			continue;
-		unescape(mp);
 		l = strlen(mp);
 		if (l == 1)
 			l = 0;                  /* "/" */

@@ -53,7 +53,8 @@ static const struct stats_field fs_fields[] = {
 	ROW_G(live_inodes, "fs_inodes", "Inodes the kernel holds."),
 	ROW_G(listing_dirs, "fs_listing_cache_dirs", "Directories in the listing cache."),
 	ROW_G(listing_bytes, "fs_listing_cache_bytes", "Bytes of the listing cache."),
-	ROW_G(listing_evictions, "fs_listing_cache_evictions", "Listings evicted from the cache."),
+	ROW_C(listing_evictions, "fs_listing_cache_evictions_total", "",
+	      "Listings evicted from the listing cache."),
 };
 #undef ROW_C
 #undef ROW_G

@@ -681,14 +681,21 @@ ssize_t rd_read_iov(struct rd_file *f, uint64_t off, size_t len, char *dst,
 
 	pin->n = 0;
 	*niov = 0;
-	if (off >= f->size || len == 0)
+	if (off >= f->size || len == 0) {
+		/* Nothing to wait for. Every read is observed, so that the wait
+		 * histogram counts what the kernel asked. */
+		if (f->read_wait)
+			stats_hist_observe(f->read_wait, 0);
 		return 0;
+	}
 	len = min_u64(len, f->size - off);
 	end = off + len;
 
 	pthread_mutex_lock(&f->mu);
 	if (f->stale) {
 		pthread_mutex_unlock(&f->mu);
+		if (f->read_wait)
+			stats_hist_observe(f->read_wait, 0);
 		return f->stale;
 	}
 	if (f->size > f->part)

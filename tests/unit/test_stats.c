@@ -2,6 +2,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feedfs/ahead.h"
+#include "feedfs/attach.h"
+#include "feedfs/cache.h"
+#include "feedfs/fs.h"
+#include "feedfs/prefetch.h"
+#include "feedfs/s3.h"
 #include "feedfs/stats.h"
 #include "harness.h"
 
@@ -137,11 +143,59 @@ static void t_json(void)
 	free(t);
 }
 
+/* docs/METRICS.md names every metric of every table, and every key is unique
+ * in its group (JSON members, log words). Run from the repo root. */
+static void t_every_metric_documented(void)
+{
+	static const struct stats_group *groups[] = {
+		&s3_stats_group, &fs_stats_group, &cache_stats_group, &attach_stats_group,
+		&ahead_stats_group, &budget_stats_group,
+	};
+	static const char *hist_metrics[] = {
+		"feedfs_s3_request_duration_seconds", "feedfs_fuse_read_duration_seconds",
+		"feedfs_read_wait_seconds",
+	};
+	FILE *f = fopen("docs/METRICS.md", "r");
+	char *doc = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	n = getdelim(&doc, &cap, '\0', f);
+	fclose(f);
+	CHECK(n > 0);
+	for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+		for (size_t i = 0; i < groups[g]->n_fields; i++) {
+			const struct stats_field *fl = &groups[g]->fields[i];
+			char name[128];
+
+			snprintf(name, sizeof(name), "`feedfs_%s", fl->metric);
+			if (!strstr(doc, name))
+				harness_fail(__FILE__, __LINE__, "docs/METRICS.md does not name %s",
+					     name + 1);
+			CHECK(fl->help != NULL);
+			for (size_t j = 0; j < i; j++)
+				if (strcmp(groups[g]->fields[j].key, fl->key) == 0)
+					harness_fail(__FILE__, __LINE__, "%s.%s twice", groups[g]->name,
+						     fl->key);
+			/* a metric's first row carries its help */
+			if (i == 0 || strcmp(groups[g]->fields[i - 1].metric, fl->metric) != 0)
+				CHECK(fl->help[0] != '\0');
+		}
+	}
+	for (size_t i = 0; i < sizeof(hist_metrics) / sizeof(hist_metrics[0]); i++)
+		CHECK(strstr(doc, hist_metrics[i]) != NULL);
+	free(doc);
+}
+
 static const struct test tests[] = {
 	TEST(t_hist_buckets_and_quantiles),
 	TEST(t_registry_values_and_absent_groups),
 	TEST(t_prometheus_text),
 	TEST(t_json),
+	TEST(t_every_metric_documented),
 	{ 0 },
 };
 
