@@ -239,6 +239,16 @@ static void *worker_main(void *arg)
 
 static const struct fetcher_ops attach_ops;
 
+/* Both sides of sharing name the socket so: the owner (src/ctl/share.c) and us. */
+int cache_share_socket_path(const char *cache_dir, char *out, size_t out_len)
+{
+	int n = snprintf(out, out_len, "%s/%s", cache_dir, CACHE_SHARE_SOCKET);
+
+	if (n < 0 || (size_t)n >= out_len || (size_t)n >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return -ENAMETOOLONG;
+	return 0;
+}
+
 int attach_new(const char *cache_dir, const char *id, size_t id_len, struct fetcher *inner,
 	       struct attach **out, char *msg, size_t msg_len)
 {

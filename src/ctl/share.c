@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "ctl_i.h"
 #include "feedfs/cache.h"
@@ -130,22 +131,13 @@ static int handle_read(void *arg, struct ctl_conn *k, const char *line)
 	return rc;
 }
 
-int cache_share_socket_path(const char *cache_dir, char *out, size_t out_len)
-{
-	int n = snprintf(out, out_len, "%s/%s", cache_dir, CACHE_SHARE_SOCKET);
-
-	if (n < 0 || (size_t)n >= out_len || (size_t)n >= 108)   /* sun_path */
-		return -ENAMETOOLONG;
-	return 0;
-}
-
 int ctl_share_start(struct cache *c, const char *cache_dir, const char *id, size_t id_len,
 		    struct rd_budget *budget, struct ctl_share **out, char *msg, size_t msg_len)
 {
 	struct ctl_server_config sc;
 	struct cache_stats cst;
 	struct ctl_share *s = calloc(1, sizeof(*s));
-	char path[108];
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int e;
 
 	if (!s || !(s->id = malloc(id_len ? id_len : 1))) {
