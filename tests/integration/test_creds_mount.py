@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import content_for
-from servers import *  # noqa: F401,F403 - fixtures
+from servers import ForwardProxy
 
 PROVIDERS = ["env", "profile", "profile-process", "web-identity", "oidc-rrsa", "container",
              "imds", "ecs-ram-role"]

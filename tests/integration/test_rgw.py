@@ -10,8 +10,7 @@ import pytest
 
 from conftest import content_for
 from fsmodel import diff_trees, expected_tree, walk_mount
-from servers import *  # noqa: F401,F403 - fixtures
-from servers import RGW_BIG_KEY, RGW_BIG_SIZE, RGW_N_KEYS, RGW_N_PREFIXES
+from servers import RGW_BIG_KEY, RGW_BIG_SIZE, RGW_N_KEYS, RGW_N_PREFIXES, ForwardProxy
 
 
 def rgw_env(rgw, secret=None):

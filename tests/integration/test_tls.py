@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import content_for
-from servers import *  # noqa: F401,F403 - fixtures
+from servers import ForwardProxy
 
 ENV = {"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER"}
 
