@@ -2,18 +2,14 @@
 
 Session scope: one s3rver (tests/node_modules/.bin/s3rver) on a free 127.0.0.1 port
 with its data in a temporary directory, and the populated buckets. Function scope:
-`mount`, a factory that runs $FEEDFS_BIN, waits for it to exit 0 (mount ready),
-and on teardown unmounts and checks that the daemon went away. Each mount logs to its
-own --log-file, attached to the report of a failing test.
+`mount` and everything else that starts feedfs comes from mounter.py (one Mounter
+a test: watchdog, $FEEDFS_WRAP, unmount and sanitizer-report check at teardown);
+each mount logs to its own --log-file, attached to the report of a failing test.
 """
 
 import hashlib
-import json
 import os
-import re
 import shutil
-import shlex
-import signal
 import socket
 import subprocess
 import tempfile
@@ -38,18 +34,21 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+# Fixtures of other modules, for every test: the one way feedfs is started
+# (mounter.py), the RGW / credential / TLS servers (servers.py), the block
+# cache's bucket and counting proxy (cachelib.py).
+pytest_plugins = ["mounter", "servers", "cachelib"]
+# conftest imports from them before pytest loads them as plugins: have their
+# asserts rewritten all the same.
+pytest.register_assert_rewrite(*pytest_plugins)
+
+# Many test modules import these from here; they live where they are used.
+from fsmodel import add_quirk2_markers  # noqa: E402
+from mounter import (ACCESS_KEY, REGION, ROOT, SECRET_KEY, Mount, feedfs_stats,  # noqa: E402,F401
+                     is_mounted, logged_stats, pid_alive, pids_of_mount, run_feedfs, settled_stats,
+                     unmount)
+
 S3RVER = os.path.join(ROOT, "tests", "node_modules", ".bin", "s3rver")
-ACCESS_KEY = "S3RVER"
-SECRET_KEY = "S3RVER"
-REGION = "us-east-1"
-MOUNT_TIMEOUT_S = 60
-UMOUNT_TIMEOUT_S = 30
-TEST_DEADLINE_S = 240      # a test with a mount that takes longer is hung
-# A command every daemon is started under (run.sh sets it to valgrind for the `vg` pass)
-WRAP = shlex.split(os.environ.get("FEEDFS_WRAP", ""))
-SAN_LOG_DIR = os.environ.get("FEEDFS_SAN_LOG_DIR")   # set by run.sh for the sanitizer pass
 
 
 # ---------------------------------------------------------------- helpers
@@ -74,45 +73,6 @@ def content_for(key, size):
 
 def sha256(data):
     return hashlib.sha256(data).hexdigest()
-
-
-def is_mounted(path):
-    # abspath, not realpath: resolving would send a request to a possibly hung mount
-    path = os.path.abspath(path)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            mp = line.split()[4].encode().decode("unicode_escape")
-            if mp == path:
-                return True
-    return False
-
-
-def pids_of_mount(binary, mnt):
-    """Processes whose command line names this binary and this mount point."""
-    found = []
-    bname = os.path.basename(binary)
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        # argv[0] is the binary, or a wrapper (valgrind) that names it later
-        named = argv and (os.path.basename(argv[0].decode(errors="replace")) == bname or
-                          (WRAP and binary.encode() in argv))
-        if named and mnt.encode() in argv:
-            found.append(int(d))
-    return found
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def node_needs_legacy_provider():
@@ -209,33 +169,6 @@ def list_all(client, bucket, prefix=""):
     return out
 
 
-# ---------------------------------------------------------------- report hook
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    if rep.failed:
-        for path in getattr(item, "feedfs_logs", []):
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue
-            text = data[-12000:].decode(errors="replace")
-            rep.sections.append(("feedfs log %s (last %d bytes)" % (path, len(text)), text))
-
-
-# ---------------------------------------------------------------- fixtures
-
-@pytest.fixture(scope="session")
-def feedfs_bin():
-    b = os.environ.get("FEEDFS_BIN", os.path.join(ROOT, "build", "feedfs"))
-    if not os.access(b, os.X_OK):
-        pytest.exit("FEEDFS_BIN %s is not an executable" % b, returncode=3)
-    return os.path.abspath(b)
-
-
 @pytest.fixture(scope="session")
 def session_dir():
     d = tempfile.mkdtemp(prefix="feedfs-it-")
@@ -276,158 +209,6 @@ def new_bucket(s3):
         s3.create_bucket(Bucket=name)
         return name
     return make
-
-
-class Mount:
-    def __init__(self, path, log, pids, binary):
-        self.path, self.log, self.pids, self.binary = path, log, pids, binary
-
-    def p(self, rel):
-        return os.path.join(self.path, rel)
-
-
-def run_feedfs(binary, source, mnt, args=(), endpoint=None, env=None, log=None, timeout=MOUNT_TIMEOUT_S):
-    """Runs feedfs once (it daemonizes); returns (CompletedProcess, seconds)."""
-    argv = WRAP + [binary, source, mnt]
-    if WRAP and "valgrind" in WRAP[0]:
-        # The BDI thread stats the mount point to wait for FUSE INIT; valgrind
-        # keeps its big lock across that stat, so the loop that would answer
-        # INIT never runs. Not a feedfs bug: the readahead tweak stays off here.
-        argv.append("--no-bdi-readahead")
-    if endpoint:
-        argv += ["--endpoint-url", endpoint, "--force-path-style", "--region", REGION]
-    if log:
-        argv += ["--log-file", log]
-    argv += list(args)
-    e = dict(os.environ)
-    e.update({"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
-    e.pop("AWS_SESSION_TOKEN", None)
-    e.pop("AWS_PROFILE", None)
-    if env:
-        e.update(env)
-    t0 = time.monotonic()
-    cp = subprocess.run(argv, capture_output=True, timeout=timeout, env=e, stdin=subprocess.DEVNULL)
-    return cp, time.monotonic() - t0
-
-
-def unmount(path, pids, timeout=UMOUNT_TIMEOUT_S):
-    """Unmounts (fusermount3 -u, then -uz) and waits for the daemon to exit.
-    Returns a list of problems (empty when clean)."""
-    problems = []
-    if is_mounted(path):
-        # The kernel sends FUSE_RELEASE after close() returns, asynchronously;
-        # on a loaded machine the mount can still be busy for a moment after
-        # the test closed its last file. Busy for 3 s is a real problem.
-        for _ in range(15):
-            r = subprocess.run(["fusermount3", "-u", path], capture_output=True, text=True)
-            if r.returncode == 0 or "busy" not in r.stderr:
-                break
-            time.sleep(0.2)
-        if r.returncode != 0:
-            problems.append("fusermount3 -u failed: %s" % r.stderr.strip())
-            subprocess.run(["fusermount3", "-uz", path], capture_output=True)
-    deadline = time.monotonic() + timeout
-    for pid in pids:
-        while pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if pid_alive(pid):
-            problems.append("daemon %d still running %ds after unmount" % (pid, timeout))
-            os.kill(pid, signal.SIGKILL)
-    if is_mounted(path):
-        problems.append("still mounted after unmount")
-        subprocess.run(["fusermount3", "-uz", path], capture_output=True)
-    return problems
-
-
-def feedfs_stats(m, form="--json"):
-    """The mount's counters as its daemon reports them (`feedfs stats --json`):
-    the one way tests read counters while a mount runs."""
-    cp = subprocess.run([m.binary, "stats", form, m.path], capture_output=True, text=True,
-                        timeout=30)
-    assert cp.returncode == 0, "feedfs stats %s: exit %d: %s" % (m.path, cp.returncode, cp.stderr)
-    return json.loads(cp.stdout) if form == "--json" else cp.stdout
-
-
-def logged_stats(log):
-    """The counters a daemon logged at unmount (one line per group, written
-    from the same tables as `feedfs stats`): {group: {key: value}}. For
-    counts that must include what finished while the mount went away."""
-    out = {}
-    pat = re.compile(r"feedfs\[\w+\] (\w+): ((?:\w+ \d+(?:, )?)+)$")
-    with open(log, errors="replace") as f:
-        for line in f:
-            mm = pat.search(line.rstrip("\n"))
-            if mm:
-                out[mm.group(1)] = {k: int(v) for k, v in
-                                    (kv.split(" ") for kv in mm.group(2).split(", "))}
-    return out
-
-
-def san_reports():
-    if not SAN_LOG_DIR or not os.path.isdir(SAN_LOG_DIR):
-        return {}
-    out = {}
-    for n in os.listdir(SAN_LOG_DIR):
-        p = os.path.join(SAN_LOG_DIR, n)
-        if os.path.getsize(p) > 0:
-            out[n] = p
-    return out
-
-
-@pytest.fixture
-def mount(request, feedfs_bin, s3server, tmp_path):
-    """mount(bucket, prefix="", *args, endpoint=None, binary=None) -> Mount.
-    Fails the test when feedfs does not exit 0; unmounts at teardown."""
-    mounted = []
-    request.node.feedfs_logs = []
-    before = set(san_reports())
-
-    def do_mount(bucket, prefix="", *args, endpoint=None, binary=None, mnt=None):
-        n = len(mounted)
-        if mnt is None:
-            mnt = str(tmp_path / ("mnt%d" % n))
-            os.mkdir(mnt)
-        log = str(tmp_path / ("feedfs%d.log" % n))
-        request.node.feedfs_logs.append(log)
-        binary = binary or feedfs_bin
-        source = "s3://%s/%s" % (bucket, prefix) if prefix else "s3://%s" % bucket
-        cp, secs = run_feedfs(binary, source, mnt, args, endpoint or s3server.url, log=log)
-        if cp.returncode != 0:
-            pytest.fail("feedfs %s %s exited %d after %.1fs: %s" % (
-                source, " ".join(args), cp.returncode, secs, cp.stderr.decode(errors="replace").strip()))
-        if not is_mounted(mnt):
-            pytest.fail("feedfs exited 0 but %s is not mounted" % mnt)
-        pids = pids_of_mount(binary, mnt)
-        m = Mount(mnt, log, pids, binary)
-        mounted.append(m)
-        return m
-
-    def watchdog():
-        if not done.wait(TEST_DEADLINE_S):
-            for m in mounted:
-                for pid in m.pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)   # pending requests fail with ENOTCONN
-                    except OSError:
-                        pass
-            hung.append(True)
-    done, hung = threading.Event(), []
-    threading.Thread(target=watchdog, daemon=True).start()
-
-    yield do_mount
-
-    done.set()
-    problems = []
-    if hung:
-        problems.append("test still running after %ds: feedfs killed to unblock it" % TEST_DEADLINE_S)
-    for m in reversed(mounted):
-        problems += unmount(m.path, m.pids)
-    new = {k: v for k, v in san_reports().items() if k not in before}
-    for name, path in new.items():
-        with open(path, errors="replace") as f:
-            problems.append("sanitizer report %s:\n%s" % (name, f.read()[-6000:]))
-    if problems:
-        pytest.fail("teardown: " + "\n".join(problems))
 
 
 # ---------------------------------------------------------------- the edge-case bucket
@@ -493,15 +274,9 @@ def edge_objects():
     for i in range(N_PREFIXES):
         k = "prefixes/p%04d/only.txt" % i
         objs[k] = content_for(k, 64 + i % 50)
-    # s3rver leaves a prefix that holds only sub-prefixes out of CommonPrefixes
-    # (quirk 2): give exactly those directories a marker; the stub test covers the rest
-    with_files = {k.rsplit("/", 1)[0] for k in objs if "/" in k.rstrip("/")}
-    for k in list(objs):
-        segs = k.rstrip("/").split("/")
-        for i in range(1, len(segs)):
-            d = "/".join(segs[:i])
-            if d not in with_files and d + "/" not in objs:
-                objs[d + "/"] = b""
+    # quirk 2: markers for the directories that hold only sub-directories; the
+    # stub test covers the rest
+    add_quirk2_markers(objs)
     # sizes around typical part / block edges
     for n in (1, 4095, 4096, 4097, 65535, 65536, 65537, 1 << 20, (1 << 20) + 1, 8 << 20, (8 << 20) + 3):
         k = "sizes/%d.bin" % n

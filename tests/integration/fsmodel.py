@@ -87,3 +87,19 @@ def diff_trees(want, got, limit=20):
         if want[p] != got[p] and len(lines) < 3 * limit:
             lines.append("differs: %r want %s got %s" % (p, want[p], got[p]))
     return lines
+
+
+def add_quirk2_markers(objs):
+    """s3rver leaves a prefix that holds only sub-prefixes out of CommonPrefixes
+    (quirk 2): a delimited listing would not show that directory at all. Adds a
+    marker (key + "/", no bytes) to objs ({key: bytes}) for exactly those
+    directories, so that a tree uploaded to s3rver lists as the model says.
+    Tests of such directories use the stub or RGW instead."""
+    with_files = {k.rsplit("/", 1)[0] for k in objs if "/" in k.rstrip("/")}
+    for k in list(objs):
+        segs = k.rstrip("/").split("/")
+        for n in range(1, len(segs)):
+            d = "/".join(segs[:n])
+            if d not in with_files and d + "/" not in objs:
+                objs[d + "/"] = b""
+    return objs

@@ -6,40 +6,35 @@
   rgw_edge     session: an edge-case bucket on RGW (unicode, + % space, directories
                holding only sub-directories without markers, 2,500 common prefixes,
                1,200 keys, a 40 MiB object)
-  feedfs       function: runs feedfs with a scrubbed environment (every credential
-               source disabled, metadata endpoints never reachable) and unmounts at
-               teardown
+  feedfs       function: the test's Mounter (mounter.py) with a scrubbed environment
+               (every credential source disabled, metadata endpoints never reachable)
   creds_server function: factory for tests/creds_servers.py on 127.0.0.1
   ForwardProxy a plain or TLS (or IPv6) reverse/forward proxy that keeps Host as sent
 
-Use with `from servers import *` in a test module.
+A pytest plugin (conftest's pytest_plugins): the fixtures reach every test; a
+test module imports the classes and constants it names.
 """
 
 import hashlib
 import http.client
 import os
-import shutil
 import socket
-import ssl
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import ROOT, content_for, is_mounted, pids_of_mount, unmount
+from conftest import content_for
+from mounter import ROOT
 
 RGW_START = os.path.join(ROOT, "tests", "rgw", "start.sh")
 RGW_STOP = os.path.join(ROOT, "tests", "rgw", "stop.sh")
 CREDS_SERVERS = os.path.join(ROOT, "tests", "creds_servers.py")
 PY = "/usr/bin/python3"
-
-__all__ = ["rgw", "rgw_s3", "rgw_edge", "feedfs", "creds_server", "ForwardProxy",
-           "scrubbed_env", "boto", "RgwEdge", "sha_of"]
 
 
 def sha_of(data):
@@ -83,67 +78,41 @@ def boto(endpoint, access, secret, token=None):
                       retries={"max_attempts": 5, "mode": "standard"}))
 
 
-# ---------------------------------------------------------------- feedfs runner
+# ---------------------------------------------------------------- feedfs, scrubbed
 
-class FeedfsRunner:
-    def __init__(self, binary, tmp, request):
-        self.binary, self.tmp, self.request = binary, tmp, request
+class ScrubbedFeedfs:
+    """The test's Mounter (mounter.py: watchdog, $FEEDFS_WRAP, sanitizer
+    reports, unmount at teardown) with a scrubbed environment: only the
+    credentials a test hands it reach feedfs."""
+
+    def __init__(self, mounter, tmp):
+        self.mounter = mounter
         self.home = os.path.join(tmp, "home")
         os.makedirs(self.home, exist_ok=True)
-        self.mounts = []
-        self.n = 0
-        request.node.feedfs_logs = getattr(request.node, "feedfs_logs", [])
 
     def run(self, args, env=None, timeout=90):
         """feedfs ARGS with scrubbed_env(env); returns CompletedProcess (text)."""
-        return subprocess.run([self.binary] + list(args), capture_output=True, text=True,
-                              env=scrubbed_env(self.home, env), timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+        return self.mounter.run(args, scrubbed_env(self.home, env), timeout=timeout)
 
     def mount(self, source, endpoint, args=(), env=None, ok=True, log_level="debug"):
         """Mounts; with ok=True fails the test unless mounted, returns (mnt, log).
         With ok=False returns the CompletedProcess (and checks nothing got mounted)."""
-        self.n += 1
-        mnt = os.path.join(self.tmp, "mnt%d" % self.n)
-        os.mkdir(mnt)
-        log = os.path.join(self.tmp, "feedfs%d.log" % self.n)
-        self.request.node.feedfs_logs.append(log)
-        argv = [source, mnt, "--log-file", log, "--log-level", log_level]
+        argv = ["--log-level", log_level]
         if endpoint:
             argv += ["--endpoint-url", endpoint]
-        cp = self.run(argv + list(args), env)
-        if cp.returncode == 0 and is_mounted(mnt):
-            self.mounts.append((mnt, pids_of_mount(self.binary, mnt)))
-        if not ok:
-            assert not is_mounted(mnt), "mounted although it should have failed"
-            return cp
-        if cp.returncode != 0 or not is_mounted(mnt):
-            pytest.fail("feedfs %s exited %d: %s" % (" ".join(argv), cp.returncode,
-                                                      cp.stderr.strip()))
-        return mnt, log
+        r = self.mounter.mount(source, argv + list(args), env=scrubbed_env(self.home, env),
+                               ok=ok, text=True)
+        return (r.path, r.log) if ok else r
 
     def umount(self, mnt):
-        for i, (m, pids) in enumerate(self.mounts):
-            if m == mnt:
-                del self.mounts[i]
-                return unmount(m, pids)
-        return []
-
-    def close(self):
-        problems = []
-        for m, pids in reversed(self.mounts):
-            problems += unmount(m, pids)
-        self.mounts = []
-        return problems
+        """Unmounts mnt now; returns the problems (empty when clean)."""
+        m = self.mounter.find(mnt)
+        return self.mounter.unmount(m) if m else []
 
 
 @pytest.fixture
-def feedfs(request, feedfs_bin, tmp_path):
-    r = FeedfsRunner(feedfs_bin, str(tmp_path), request)
-    yield r
-    problems = r.close()
-    if problems:
-        pytest.fail("teardown: " + "; ".join(problems))
+def feedfs(mounter, tmp_path):
+    return ScrubbedFeedfs(mounter, str(tmp_path))
 
 
 # ---------------------------------------------------------------- Ceph RGW

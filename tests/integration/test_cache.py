@@ -1,95 +1,30 @@
 """The on-disk block cache through a real mount (--cache-dir).
 
 GETs are counted by a small proxy (counting_proxy.py) between feedfs and s3rver;
-the cache's own counters come from the stats line the daemon logs at unmount.
+the cache's own counters are read from the running daemon (`feedfs stats --json`)
+once they settled.
 Blocks are 1 MiB here so that a few MiB of data spans many blocks. No timing is
 asserted: sleeps only wait out a TTL.
 """
 
 import os
-import re
-import signal
 import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import content_for, run_feedfs, sha256, unmount, logged_stats
-from counting_proxy import CountingProxy
-
-MIB = 1 << 20
-# An explicit size: the default (half the free disk, preallocated) would fill a
-# shared test disk quickly.
-BS = ["--block-size", "1M", "--cache-size", "64M"]
-
-OBJECTS = {
-    "one.bin": 1,
-    "small/a.bin": 100 * 1024,
-    "small/b.bin": 100 * 1024 + 7,
-    "mid.bin": 5 * MIB + 3,
-    "big.bin": 13 * MIB,
-    "edge.bin": 2 * MIB,
-}
+from cachelib import (BS, MIB, OBJECTS, drop_page_cache, expected, expected_for,  # noqa: F401
+                      kill_9, read_all)
+from conftest import content_for, settled_stats, sha256, unmount
 
 
-@pytest.fixture
-def proxy(s3server):
-    p = CountingProxy(s3server.url).start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def bucket(s3, new_bucket):
-    b = new_bucket("cache")
-    for k, n in OBJECTS.items():
-        s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
-    return b
-
-
-def drop_page_cache():
-    subprocess.run(["sync"])
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError:
-        pass                      # not root: O_DIRECT-free reads still go to FUSE after remount
-
-
-def read_all(m, keys=OBJECTS):
-    out = {}
-    for k in keys:
-        with open(m.p(k), "rb") as f:
-            out[k] = sha256(f.read())
-    return out
-
-
-def expected(keys=OBJECTS):
-    return {k: sha256(content_for(k, OBJECTS[k])) for k in keys}
-
-
-def expected_for(sizes):
-    return {k: sha256(content_for(k, n)) for k, n in sizes.items()}
-
-
-def cache_stats(log):
-    """The cache's counters as the daemon logged them at unmount."""
-    st = logged_stats(log)
-    assert "cache" in st, "no cache stats line in %s" % log
+def cache_stats(m, proxy=None):
+    """The cache's counters from the running daemon, once they stopped moving
+    (write-behind and readahead still in flight could add to them)."""
+    st = settled_stats(m, proxy)
+    assert "cache" in st, "no cache group in the stats of %s" % m.path
     return st["cache"]
-
-
-def kill_9(m):
-    """SIGKILL the daemon, wait for it to be gone, detach its dead mount."""
-    for pid in m.pids:
-        os.kill(pid, signal.SIGKILL)
-    for pid in m.pids:
-        for _ in range(200):
-            if not os.path.exists("/proc/%d" % pid):
-                break
-            time.sleep(0.05)
-    subprocess.run(["fusermount3", "-uz", m.path], capture_output=True)
 
 
 def umount(m):
@@ -102,9 +37,9 @@ def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, prox
     m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     assert read_all(m1) == expected()
     assert proxy.gets() > 0
-    umount(m1)
-    st = cache_stats(m1.log)
+    st = cache_stats(m1, proxy)
     assert st["misses"] > 0 and st["checksum_failures"] == 0
+    umount(m1)
 
     drop_page_cache()
     proxy.reset()
@@ -117,9 +52,9 @@ def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, prox
             f.seek(off)
             assert f.read(4096) == src[off:off + 4096]
     assert proxy.gets() == 0, proxy.get_paths
-    umount(m2)
-    st = cache_stats(m2.log)
+    st = cache_stats(m2, proxy)
     assert st["hits"] > 0 and st["inner_fetches"] == 0
+    umount(m2)
 
 
 def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
@@ -144,9 +79,9 @@ def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
     m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     assert read_all(m2) == expected()
     assert proxy.gets() > 0
-    umount(m2)
-    st = cache_stats(m2.log)
+    st = cache_stats(m2, proxy)
     assert st["checksum_failures"] > 0
+    umount(m2)
 
 
 def test_eviction_under_small_cache_keeps_bytes_right(mount, bucket, proxy, tmp_path):
@@ -155,11 +90,11 @@ def test_eviction_under_small_cache_keeps_bytes_right(mount, bucket, proxy, tmp_
     for _ in range(2):
         assert read_all(m) == expected()
         drop_page_cache()
-    umount(m)
-    st = cache_stats(m.log)
+    st = cache_stats(m, proxy)
     assert st["evictions"] > 0
     assert st["pages"] == 4
     assert st["bytes_used"] <= 4 << 20
+    umount(m)
 
 
 @pytest.mark.san
@@ -175,17 +110,17 @@ def test_many_small_files_share_pages_and_second_mount_makes_zero_gets(
     args = ("--cache-dir", cdir, "--block-size", "1M", "--cache-size", "8M")
     m1 = mount(b, "", *args, endpoint=proxy.url)
     assert read_all(m1, keys) == expected_for(keys)
-    umount(m1)
-    st = cache_stats(m1.log)
+    st = cache_stats(m1, proxy)
     assert st["blocks_used"] == 60 and st["evictions"] == 0, st
+    umount(m1)
     drop_page_cache()
     proxy.reset()
     m2 = mount(b, "", *args, endpoint=proxy.url)
     assert read_all(m2, keys) == expected_for(keys)
     assert proxy.gets() == 0, proxy.get_paths[:5]
-    umount(m2)
-    st = cache_stats(m2.log)
+    st = cache_stats(m2, proxy)
     assert st["hits"] == 60 and st["checksum_failures"] == 0, st
+    umount(m2)
 
 
 @pytest.mark.san
@@ -211,9 +146,9 @@ def test_random_reads_fetch_pieces_not_blocks(mount, bucket, proxy, tmp_path):
     m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     pass_(m1)
     assert 0 < proxy.get_bytes <= len(offs) * 256 * 1024, (proxy.get_bytes, len(offs))
-    umount(m1)
-    st = cache_stats(m1.log)
+    st = cache_stats(m1, proxy)
     assert st["pieces"] >= len(offs) and st["checksum_failures"] == 0, st
+    umount(m1)
     drop_page_cache()
     proxy.reset()
     m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
@@ -280,11 +215,8 @@ def test_concurrent_readers_of_one_block_make_one_get(mount, bucket, proxy, tmp_
     # 4 x 8 MiB parts + a sixth of 36 MiB in 1 MiB blocks (6) + 16 pieces of 128 KiB (2)
     (["--max-memory", "36M"], "at least 4 x --part-size + 8 MiB of cache io buffers (40 MiB)"),
 ])
-def test_bad_cache_options_fail_with_one_line(feedfs_bin, bucket, s3server, tmp_path, args, needle):
-    mnt = str(tmp_path / "m")
-    os.mkdir(mnt)
-    cp, _ = run_feedfs(feedfs_bin, "s3://" + bucket, mnt,
-                       ["--cache-dir", str(tmp_path / "c"), *BS, *args], s3server.url)
+def test_bad_cache_options_fail_with_one_line(mount, bucket, tmp_path, args, needle):
+    cp = mount(bucket, "", "--cache-dir", str(tmp_path / "c"), *BS, *args, ok=False)
     err = cp.stderr.decode()
     assert cp.returncode in (1, 2) and needle in err, err
     assert len(err.strip().splitlines()) == 1, err
@@ -311,13 +243,10 @@ def test_cache_io_buffers_come_out_of_max_memory(mount, bucket, tmp_path, mem, i
     assert want in log, log
 
 
-def test_cache_dir_under_a_file_fails(feedfs_bin, bucket, s3server, tmp_path):
+def test_cache_dir_under_a_file_fails(mount, bucket, tmp_path):
     f = tmp_path / "file"
     f.write_bytes(b"x")
-    mnt = str(tmp_path / "m")
-    os.mkdir(mnt)
-    cp, _ = run_feedfs(feedfs_bin, "s3://" + bucket, mnt, ["--cache-dir", str(f / "c")],
-                       s3server.url)
+    cp = mount(bucket, "", "--cache-dir", str(f / "c"), ok=False)
     err = cp.stderr.decode()
     assert cp.returncode == 1 and "cache dir" in err, err
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import content_for
-from servers import *  # noqa: F401,F403 - fixtures
+from servers import ForwardProxy
 
 PROVIDERS = ["env", "profile", "profile-process", "web-identity", "oidc-rrsa", "container",
              "imds", "ecs-ram-role"]
@@ -108,6 +108,7 @@ def assert_no_secrets(log, secret, extra=()):
         assert x not in text
 
 
+@pytest.mark.san
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_provider_mount_reads(provider, target, feedfs, creds_server, tmp_path):
     cs = None if provider in ("env", "profile", "profile-process") else \
@@ -206,6 +207,7 @@ def test_expired_credentials_fail_mount(feedfs, creds_server, s3server, tmp_path
     assert "expired" in cp.stderr, cp.stderr
 
 
+@pytest.mark.san
 def test_nothing_found_lists_every_source(feedfs, s3server):
     cp = feedfs.mount("s3://whatever", s3server.url, ok=False)
     assert cp.returncode == 1

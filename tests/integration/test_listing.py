@@ -15,8 +15,7 @@ import time
 import pytest
 
 from conftest import content_for, list_all, make_client, put_many
-from counting_proxy import CountingProxy
-from fsmodel import diff_trees, expected_tree, walk_mount
+from fsmodel import add_quirk2_markers, diff_trees, expected_tree, walk_mount
 
 N_TOP, N_MID, N_FILES = 8, 12, 30          # 2880 files in 96 leaf directories
 
@@ -34,17 +33,9 @@ def tree_objects():
               "shadow", "shadow/inside.txt", "top00/mid00", "empty/", "emptyish/sub/",
               "emptyish/file.txt", "top.txt", "sp ace/ü.txt"):
         objs[k] = b"" if k.endswith("/") else content_for(k, 123)
-    # s3rver leaves a prefix that holds only sub-prefixes out of a delimited
-    # listing (quirk 2): markers for exactly those, so that the level-by-level
-    # fallback is compared with the model too. test_only_subdirs covers the rest.
-    with_files = {k.rsplit("/", 1)[0] for k in objs if "/" in k.rstrip("/")}
-    for k in list(objs):
-        segs = k.rstrip("/").split("/")
-        for n in range(1, len(segs)):
-            d = "/".join(segs[:n])
-            if d not in with_files and d + "/" not in objs:
-                objs[d + "/"] = b""
-    return objs
+    # quirk 2: so that the level-by-level fallback is compared with the model
+    # too. test_only_subdirs covers the rest.
+    return add_quirk2_markers(objs)
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +51,6 @@ def tree_bucket(s3server):
         except Exception:  # noqa: BLE001 - quirk 7
             pass
     return name, list_all(s3, name)
-
-
-@pytest.fixture
-def proxy(s3server):
-    p = CountingProxy(s3server.url).start()
-    yield p
-    p.stop()
 
 
 def lists(p):

@@ -10,8 +10,7 @@ import pytest
 
 from conftest import content_for
 from fsmodel import diff_trees, expected_tree, walk_mount
-from servers import *  # noqa: F401,F403 - fixtures
-from servers import RGW_BIG_KEY, RGW_BIG_SIZE, RGW_N_KEYS, RGW_N_PREFIXES
+from servers import RGW_BIG_KEY, RGW_BIG_SIZE, RGW_N_KEYS, RGW_N_PREFIXES, ForwardProxy
 
 
 def rgw_env(rgw, secret=None):
@@ -84,6 +83,7 @@ def test_big_object_sha256_and_preads(rgw_edge, edge_mnt):
             assert os.pread(f.fileno(), n, off) == whole[off:off + n]
 
 
+@pytest.mark.san
 def test_wrong_secret_fails_mount(feedfs, rgw, rgw_edge):
     cp = feedfs.mount("s3://" + rgw_edge.name, rgw.url, env=rgw_env(rgw, "not-the-secret"),
                       ok=False)
@@ -121,6 +121,7 @@ def test_list_v1(feedfs, rgw, rgw_edge):
     assert "ListObjects V1" in open(log, errors="replace").read()
 
 
+@pytest.mark.san
 def test_replaced_object_is_estale_never_mixed(feedfs, rgw, rgw_s3, rgw_edge):
     key = "replace/obj.bin"
     size = 24 << 20

@@ -2,25 +2,25 @@
 
 The first mount owns the cache dir; a second mount of the same bucket at the
 same endpoint attaches to it and reads through the owner's cache. GETs are
-counted by the counting proxy that both mounts talk to; each daemon's stats
-lines (logged at unmount) say how its reads were served. Bytes are always
+counted by the counting proxy that both mounts talk to; each daemon's counters
+(`feedfs stats --json`, read while it runs) say how its reads were served. Bytes are always
 compared with what was uploaded. No timing is asserted.
 """
 
 import os
-import re
 import time
 
 import pytest
 
-from conftest import content_for, run_feedfs, sha256, unmount, logged_stats
-from test_cache import (BS, OBJECTS, bucket, cache_stats, drop_page_cache, expected,  # noqa: F401
-                        kill_9, proxy, read_all)  # (bucket and proxy are fixtures)
+from cachelib import BS, OBJECTS, drop_page_cache, expected, kill_9, read_all
+from conftest import content_for, settled_stats, sha256, unmount
 
 
-def attach_stats(log):
-    st = logged_stats(log)
-    assert "attach" in st, "no attach stats line in %s" % log
+def attach_stats(m, proxy):
+    """The attached mount's counters from its running daemon, once readahead
+    and cancels still in flight have finished."""
+    st = settled_stats(m, proxy)
+    assert "attach" in st, "no attach group in the stats of %s" % m.path
     return st["attach"]
 
 
@@ -53,11 +53,11 @@ def test_second_mount_reads_through_the_owners_cache(mount, bucket, proxy, tmp_p
             assert f.read(4096) == src[off:off + 4096]
     assert proxy.gets() == 0, proxy.get_paths
 
-    assert not unmount(other.path, other.pids)
-    st = attach_stats(other.log)
+    st = attach_stats(other, proxy)
     assert st["reads"] > 0 and st["fallbacks"] == 0, st
+    assert settled_stats(owner, proxy)["cache"]["checksum_failures"] == 0
+    assert not unmount(other.path, other.pids)
     assert not unmount(owner.path, owner.pids)
-    assert cache_stats(owner.log)["checksum_failures"] == 0
 
 
 def test_warm_through_an_attached_mount_fills_the_owners_cache(mount, bucket, proxy, tmp_path):
@@ -104,9 +104,9 @@ def test_a_seek_cancels_what_is_not_yet_asked_of_the_owner(mount, s3, bucket, pr
         proxy.delay_s, proxy.delay_from = 0, None
         f.seek(12 * mib)
         assert sha256(f.read(20 * mib)) == sha256(want[12 * mib:32 * mib])
-    assert not unmount(other.path, other.pids)
-    st = attach_stats(other.log)
+    st = attach_stats(other, proxy)
     assert st["cancelled"] >= 1 and st["fallbacks"] == 0, st
+    assert not unmount(other.path, other.pids)
     assert not unmount(owner.path, owner.pids)
 
 
@@ -121,9 +121,9 @@ def test_owner_gone_the_attached_mount_reads_from_s3(mount, bucket, proxy, tmp_p
     proxy.reset()
     assert read_all(other) == expected()
     assert proxy.gets() > 0                             # its own GETs now
+    assert attach_stats(other, proxy)["fallbacks"] > 0
     assert not unmount(other.path, other.pids)
     assert "stopped answering" in log_text(other)
-    assert attach_stats(other.log)["fallbacks"] > 0
 
 
 def test_owner_unmounted_the_attached_mount_reads_from_s3(mount, bucket, proxy, tmp_path):
@@ -133,8 +133,8 @@ def test_owner_unmounted_the_attached_mount_reads_from_s3(mount, bucket, proxy, 
     assert not unmount(owner.path, owner.pids)
     drop_page_cache()
     assert read_all(other) == expected()
+    assert attach_stats(other, proxy)["fallbacks"] > 0
     assert not unmount(other.path, other.pids)
-    assert attach_stats(other.log)["fallbacks"] > 0
 
 
 def test_changed_object_through_the_owner_is_fetched_anew(mount, s3, bucket, proxy, tmp_path):
@@ -155,8 +155,8 @@ def test_changed_object_through_the_owner_is_fetched_anew(mount, s3, bucket, pro
         assert sha256(f.read()) == sha256(new)
     with open(owner.p("mid.bin"), "rb") as f:
         assert sha256(f.read()) == sha256(new)
+    assert attach_stats(other, proxy)["fallbacks"] == 0
     assert not unmount(other.path, other.pids)
-    assert attach_stats(other.log)["fallbacks"] == 0
 
 
 def test_mounts_started_together_share(mount, bucket, proxy, tmp_path):
@@ -190,11 +190,9 @@ def test_mounts_started_together_share(mount, bucket, proxy, tmp_path):
         assert read_all(m) == expected()
 
 
-def second(feedfs_bin, bucket, url, tmp_path, args):
-    mnt = str(tmp_path / "second")
-    os.mkdir(mnt)
-    cp, _ = run_feedfs(feedfs_bin, "s3://" + bucket, mnt, args, url,
-                       log=str(tmp_path / "second.log"))
+def second(mount, bucket, url, args):
+    """A second mount of the cache dir that must be refused: its one-line error."""
+    cp = mount(bucket, "", *args, endpoint=url, ok=False)
     err = cp.stderr.decode()
     assert cp.returncode == 1, err
     assert len(err.strip().splitlines()) == 1, err
@@ -207,7 +205,7 @@ def test_another_bucket_on_an_owned_cache_dir_is_refused(mount, s3, bucket, new_
     owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     b2 = new_bucket("share2")
     s3.put_object(Bucket=b2, Key="x", Body=b"x")
-    err = second(owner.binary, b2, proxy.url, tmp_path, ["--cache-dir", cdir] + BS)
+    err = second(mount, b2, proxy.url, ["--cache-dir", cdir] + BS)
     assert "in use by feedfs pid %d and its owner mounts another bucket or endpoint" % (
         owner.pids[0]) in err, err
     assert "refused a mount" in log_text(owner)
@@ -216,8 +214,7 @@ def test_another_bucket_on_an_owned_cache_dir_is_refused(mount, s3, bucket, new_
 def test_cache_clear_of_an_owned_cache_dir_is_refused(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
     owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
-    err = second(owner.binary, bucket, proxy.url, tmp_path,
-                 ["--cache-dir", cdir, "--cache-clear"] + BS)
+    err = second(mount, bucket, proxy.url, ["--cache-dir", cdir, "--cache-clear"] + BS)
     assert "in use by feedfs pid %d" % owner.pids[0] in err, err
     assert read_all(owner) == expected()                # untouched
 

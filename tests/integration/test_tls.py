@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import content_for
-from servers import *  # noqa: F401,F403 - fixtures
+from servers import ForwardProxy
 
 ENV = {"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER"}
 
@@ -53,6 +53,7 @@ def read_x(mnt):
         assert f.read() == content_for("tls", 123_457)
 
 
+@pytest.mark.san
 def test_https_fails_without_ca(feedfs, tls_bucket):
     name, px = tls_bucket
     assert px.url.startswith("https://127.0.0.1:")
@@ -61,6 +62,7 @@ def test_https_fails_without_ca(feedfs, tls_bucket):
     assert "TLS certificate of %s was not accepted" % px.url in cp.stderr, cp.stderr
 
 
+@pytest.mark.san
 def test_https_with_ca_bundle(feedfs, tls_bucket, tls_files):
     name, px = tls_bucket
     mnt, _ = feedfs.mount("s3://" + name, px.url, env=ENV,
