@@ -17,8 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import (content_for, feedfs_stats, free_port, is_mounted, logged_stats,
-                      pids_of_mount, run_feedfs, sha256, unmount)
-from counting_proxy import CountingProxy
+                      pids_of_mount, run_feedfs, settled_stats, sha256, unmount)
 
 MIB = 1 << 20
 # Small files fetched whole, and two objects big enough for ranged GETs in parallel.
@@ -36,13 +35,6 @@ def sbucket(s3):
     return b
 
 
-@pytest.fixture
-def proxy(s3server):
-    p = CountingProxy(s3server.url).start()
-    yield p
-    p.stop()
-
-
 def read_everything(m):
     for k, n in sorted(OBJECTS.items()):
         with open(m.p(k), "rb") as f:
@@ -50,24 +42,10 @@ def read_everything(m):
         assert len(data) == n and sha256(data) == sha256(content_for(k, n)), k
 
 
-def settled(m, proxy):
-    """Stats once the readahead still in flight has finished: two reads of
-    the daemon's counters a moment apart agree, and so does the proxy."""
-    last = None
-    for _ in range(100):
-        st = feedfs_stats(m)
-        now = (st["s3"]["get_requests"], st["s3"]["object_bytes"], proxy.gets(), proxy.get_bytes)
-        if now == last:
-            return st
-        last = now
-        time.sleep(0.3)
-    pytest.fail("counters never settled: %r" % (last,))
-
-
 def test_counters_agree_with_the_proxy(mount, sbucket, proxy):
     m = mount(sbucket, "", endpoint=proxy.url)
     read_everything(m)
-    st = settled(m, proxy)
+    st = settled_stats(m, proxy)
     gets, nbytes = proxy.gets(), proxy.get_bytes
     assert gets > len(OBJECTS)      # the shards took several ranged GETs
     assert abs(st["s3"]["get_requests"] - gets) <= 0.02 * gets, (st["s3"], gets)
