@@ -43,6 +43,7 @@ struct wjob {
 	atomic_size_t done_files, failed;
 	atomic_ullong done_bytes;
 	atomic_int conn_failed;
+	atomic_int no_cache;            /* the daemon answered EOPNOTSUPP: nothing to warm */
 };
 
 static struct wjob *walk_job;
@@ -106,6 +107,11 @@ static void *client_worker(void *arg)
 		} else {
 			int e = strncmp(line, "ERR ", 4) == 0 ? atoi(line + 4) : EPROTO;
 
+			if (e == EOPNOTSUPP) {
+				/* The mount has no cache: every file would say so. */
+				atomic_store(&j->no_cache, 1);
+				break;
+			}
 			fprintf(stderr, "feedfs warm: %s: %s\n", j->files[i].rel, strerror(e));
 			atomic_fetch_add(&j->failed, 1);
 		}
@@ -222,7 +228,8 @@ int cli_warm_main(int argc, char **argv)
 	for (long i = 0; i < jobs; i++)
 		if (pthread_create(&th[i], NULL, client_worker, j) != 0)
 			jobs = i;
-	while (atomic_load(&j->done_files) < j->nfiles && !atomic_load(&j->conn_failed)) {
+	while (atomic_load(&j->done_files) < j->nfiles && !atomic_load(&j->conn_failed) &&
+	       !atomic_load(&j->no_cache)) {
 		usleep(200 * 1000);
 		if (tty || now_s() - last >= 5) {
 			progress(j, t0, tty, 0);
@@ -231,6 +238,12 @@ int cli_warm_main(int argc, char **argv)
 	}
 	for (long i = 0; i < jobs; i++)
 		pthread_join(th[i], NULL);
+	if (atomic_load(&j->no_cache)) {
+		fprintf(stderr, "feedfs warm: %s has no block cache (mounted without "
+			"--cache-dir): nothing to warm\n", mnt);
+		status = 1;
+		goto out;
+	}
 	progress(j, t0, tty, 1);
 	if (atomic_load(&j->conn_failed)) {
 		fprintf(stderr, "feedfs warm: lost the daemon (%s): %s\n", j->sock,
@@ -239,6 +252,7 @@ int cli_warm_main(int argc, char **argv)
 	}
 	if (atomic_load(&j->failed))
 		status = 1;
+out:
 	for (size_t i = 0; i < j->nfiles; i++)
 		free(j->files[i].rel);
 	free(j->files);

@@ -78,13 +78,14 @@ static int private_dir(char *msg, size_t msg_len)
 	}
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		e = -errno;
-		snprintf(msg, msg_len, "cannot create %s: %s", dir, strerror(-e));
+		snprintf(msg, msg_len, "cannot create the control socket dir %s: %s", dir,
+			 strerror(-e));
 		return e;
 	}
 	if (lstat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
 	    (sb.st_mode & 022)) {
-		snprintf(msg, msg_len, "%s is not a private directory owned by uid %u", dir,
-			 (unsigned)geteuid());
+		snprintf(msg, msg_len, "control socket dir %s is not a private directory owned "
+			 "by uid %u", dir, (unsigned)geteuid());
 		return -EPERM;
 	}
 	return 0;

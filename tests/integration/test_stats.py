@@ -93,6 +93,19 @@ def test_text_table_and_watch(mount, sbucket):
     assert out.count("feedfs s3://%s/" % sbucket) >= 2
 
 
+def test_warm_without_a_cache_says_so_once(mount, sbucket):
+    """The control socket is always there, so feedfs warm reaches the daemon
+    of a mount without --cache-dir: it answers one line and exit 1, not an
+    error per file."""
+    m = mount(sbucket)
+    cp = subprocess.run([m.binary, "warm", m.p("train")], capture_output=True, text=True,
+                        timeout=60)
+    assert cp.returncode == 1
+    assert cp.stderr.strip() == ("feedfs warm: %s has no block cache (mounted without "
+                                 "--cache-dir): nothing to warm" % os.path.realpath(m.path))
+    assert feedfs_stats(m)["s3"]["get_requests"] == 0      # nothing was fetched
+
+
 def test_stats_refuses_what_is_not_a_mount(feedfs_bin, tmp_path):
     cp = subprocess.run([feedfs_bin, "stats", str(tmp_path)], capture_output=True, text=True)
     assert cp.returncode == 1
