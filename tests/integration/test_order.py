@@ -140,6 +140,8 @@ def wait_order(m, proxy, paths):
     pytest.fail("order never resolved: %r" % st["order"])
 
 
+@pytest.mark.san
+@pytest.mark.tsan
 def test_shuffled_order_is_prefetched(mount, mounter, obucket, proxy, tmp_path):
     m = mount(obucket, "", endpoint=proxy.url)
     order = shuffled()
@@ -230,6 +232,7 @@ def test_replaced_file_is_never_served_old(mount, mounter, obucket, s3, proxy, t
     assert read_in_order(m, keys, threads=4, expect=lambda k: v2[k]) == []
 
 
+@pytest.mark.san
 def test_clear_frees_the_window(mount, mounter, obucket, proxy, tmp_path):
     m = mount(obucket, "", endpoint=proxy.url)
     order = shuffled(11)
