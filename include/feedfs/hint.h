@@ -20,7 +20,10 @@
  * consumed (a set, not a "next"); `low` advances over settled indexes, and an
  * index that falls more than `window` behind `top` unopened ages out: if it
  * was fetched it is counted wasted and forgotten by ahead (its memory freed).
- * Opens of files outside the order do not move anything; after
+ * An open that finds no entry while paths are still resolving (the loader
+ * starts as soon as the order is sent) is remembered (HINT_EARLY key hashes),
+ * so its entry is settled when it resolves instead of fetched for nobody.
+ * Other opens of files outside the order do not move anything; after
  * HINT_WANDER_OPENS of them in a row the window stops growing until an open
  * lands in the order again.
  * A new order or a clear replaces everything at once: every file fetched for

@@ -25,6 +25,7 @@
 #define HINT_DEFAULT_TICK_MS 20
 #define HINT_WANDER_OPENS 64u   /* opens off the order in a row: stop growing */
 #define HINT_SEED 0x6f72646572ull
+#define HINT_EARLY 64u          /* opens remembered while their paths resolve */
 
 enum he_state { HE_NEW, HE_READY, HE_WANTED, HE_OPENED, HE_MISSING, HE_SKIP, HE_AGED };
 
@@ -51,6 +52,11 @@ struct hint_order {
 	unsigned wander;        /* opens off the order in a row */
 	int refused;            /* the last pass was refused: retry on the tick */
 	int64_t fill_ms;        /* when the last pass ran */
+	/* Opens that found no entry while names were still resolving (the
+	 * loader starts at once): key hashes, so the entry is settled when it
+	 * resolves instead of being fetched for nobody. 0: a free slot. */
+	uint64_t early[HINT_EARLY];
+	unsigned n_early;       /* slots written (the ring wraps) */
 	int missing_logged;
 };
 
@@ -79,9 +85,30 @@ static void order_free(struct hint_order *o)
 	free(o);
 }
 
+static uint64_t key_hash(const char *key, size_t key_len)
+{
+	return util_hash64(key, key_len, HINT_SEED) | 1;   /* never 0: a free early slot */
+}
+
 static uint32_t *chain_head(struct hint_order *o, const char *key, size_t key_len)
 {
-	return &o->tab[util_hash64(key, key_len, HINT_SEED) & o->tab_mask];
+	return &o->tab[key_hash(key, key_len) & o->tab_mask];
+}
+
+/* Was key opened before it resolved? Takes the mark (hint.mu held). */
+static int early_take(struct hint_order *o, const char *key, size_t key_len)
+{
+	uint64_t kh;
+
+	if (!o->n_early)
+		return 0;
+	kh = key_hash(key, key_len);
+	for (unsigned j = 0; j < HINT_EARLY; j++)
+		if (o->early[j] == kh) {
+			o->early[j] = 0;
+			return 1;
+		}
+	return 0;
 }
 
 /* The entry an open of key settles: the lowest unsettled one with that key;
@@ -209,8 +236,15 @@ static void ent_resolved_locked(struct hint *h, struct hint_order *o, size_t i, 
 		head = chain_head(o, k, key_len);
 		e->hnext = *head;
 		*head = (uint32_t)i + 1;
-		if (e->state == HE_NEW)
+		if (e->state == HE_NEW && early_take(o, k, key_len)) {
+			/* Opened already (hash collisions aside): settle it unfetched. */
+			e->state = HE_OPENED;
+			h->st.consumed++;
+			if (i + 1 > o->top1)
+				o->top1 = i + 1;
+		} else if (e->state == HE_NEW) {
 			e->state = size && size <= h->max_size && elen ? HE_READY : HE_SKIP;
+		}
 	} else if (r == -ENOENT || r == -ENOTDIR || r == -EISDIR || r == -EINVAL ||
 		   r == -ENAMETOOLONG) {
 		h->st.missing++;
@@ -430,6 +464,8 @@ void hint_opened(struct hint *h, const char *key, size_t key_len)
 	}
 	i = order_find(o, key, key_len);
 	if (i == -1) {
+		if (o->nresolved < o->n)    /* perhaps not resolved yet */
+			o->early[o->n_early++ % HINT_EARLY] = key_hash(key, key_len);
 		if (o->wander < HINT_WANDER_OPENS)
 			o->wander++;
 		pthread_mutex_unlock(&h->mu);

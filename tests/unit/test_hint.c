@@ -30,12 +30,49 @@ static struct rd_budget *budget;
 static struct rd_ahead *ahead;
 static struct hint *hint;
 
+/* "slow*" paths resolve only once the gate opens (a LIST taking its time). */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gate_open = 1, gate_waiting;
+
+static void gate_set(int open)
+{
+	pthread_mutex_lock(&gate_mu);
+	gate_open = open;
+	pthread_cond_broadcast(&gate_cv);
+	pthread_mutex_unlock(&gate_mu);
+}
+
+/* Wait (up to 5 s) until the resolver is held at the gate. */
+static int gate_wait_blocked(void)
+{
+	int ok;
+
+	for (int i = 0; i < 5000; i++) {
+		pthread_mutex_lock(&gate_mu);
+		ok = gate_waiting;
+		pthread_mutex_unlock(&gate_mu);
+		if (ok)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
 static int fake_resolve(void *arg, const char *path, size_t len, char **key, size_t *key_len,
 			char *etag, size_t etag_len, uint64_t *size)
 {
 	(void)arg;
 	if (len >= 4 && memcmp(path, "miss", 4) == 0)
 		return -ENOENT;
+	if (len >= 4 && memcmp(path, "slow", 4) == 0) {
+		pthread_mutex_lock(&gate_mu);
+		gate_waiting = 1;
+		while (!gate_open)
+			pthread_cond_wait(&gate_cv, &gate_mu);
+		gate_waiting = 0;
+		pthread_mutex_unlock(&gate_mu);
+	}
 	*key = xasprintf("k/%.*s", (int)len, path);
 	*key_len = strlen(*key);
 	snprintf(etag, etag_len, "\"e%.*s\"", (int)len, path);
@@ -375,6 +412,38 @@ static void t_missing_and_big_files_are_skipped(void)
 	teardown();
 }
 
+/* The loader opens a file whose path is still resolving: when it resolves it
+ * is settled as consumed, not fetched for nobody. */
+static void t_open_before_resolution_is_not_fetched(void)
+{
+	static const char order[] = "slow0\nf1\n";
+	struct hint_stats st;
+
+	setup(64, 8, 0);
+	gate_set(0);
+	CHECK_EQ_INT(hint_set_order(hint, strdup(order), strlen(order), 2), 0);
+	CHECK(gate_wait_blocked());
+	hint_opened(hint, "k/slow0", 7);
+	CHECK_EQ_INT(stats().consumed, 0);      /* not known yet */
+	gate_set(1);
+	CHECK(hint_wait_resolved(hint, 5000));
+	CHECK_EQ_INT(wait_calls(1), 1);
+	usleep(20000);
+	CHECK_EQ_INT(fake_fetch_calls(&fk), 1);
+	CHECK_EQ_INT(logged("k/slow0"), 0);
+	CHECK_EQ_INT(logged("k/f1"), 1);
+	st = stats();
+	CHECK_EQ_INT(st.consumed, 1);
+	CHECK_EQ_INT(st.fetched, 1);
+	CHECK_EQ_INT(st.hits, 0);
+	open_file(1);
+	st = stats();
+	CHECK_EQ_INT(st.consumed, 2);
+	CHECK_EQ_INT(st.hits, 1);
+	CHECK_EQ_INT(st.wasted, 0);
+	teardown();
+}
+
 /* The order's path rule, exactly as the O verb applies it. */
 static void t_order_check(void)
 {
@@ -413,6 +482,7 @@ static const struct test tests[] = {
 	TEST(t_clear_frees_everything),
 	TEST(t_new_order_replaces_the_old),
 	TEST(t_missing_and_big_files_are_skipped),
+	TEST(t_open_before_resolution_is_not_fetched),
 	TEST(t_order_check),
 	{ 0 },
 };
