@@ -159,9 +159,9 @@ fuzz: fuzz-bins ## run every fuzzer for FUZZ_SECONDS (default 60) each
 		echo "  fuzz $$f: $$(grep -o 'number_of_executed_units: [0-9]*' build/fuzz/$$f.log | grep -o '[0-9]*$$') executions in $(FUZZ_SECONDS)s"; \
 	done
 
-TSAN_TESTS := test_prefetch test_ahead test_cache test_creds
+TSAN_TESTS := test_prefetch test_ahead test_hint test_cache test_creds
 
-tsan: ## concurrent unit tests (prefetch, ahead, cache, creds) under ThreadSanitizer
+tsan: ## concurrent unit tests (prefetch, ahead, hint, cache, creds) under ThreadSanitizer
 	$(Q)$(MAKE) --no-print-directory SANITIZE=thread $(addprefix build/san-thread/tests/,$(TSAN_TESTS))
 	$(Q)FEEDFS_WD_SCALE=$${FEEDFS_WD_SCALE:-10} TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 		tests/run_unit.sh $(addprefix build/san-thread/tests/,$(TSAN_TESTS))

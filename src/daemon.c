@@ -8,8 +8,9 @@
  *   start_s3        the credential chain, the S3 client, the access check
  *   build_read_path the memory budget, the block cache (own or attached),
  *                   the readahead caps, readahead across files: rd_config
- *   start_session   the fs, the FUSE session, its signal handlers
- *   mount_fs        the control socket (stats, warm, /metrics), mount,
+ *   start_session   the fs, loader-order prefetch over it, the FUSE
+ *                   session, its signal handlers
+ *   mount_fs        the control socket (stats, warm, order, /metrics), mount,
  *                   "ready" to the parent
  *   run_loop        the kernel readahead thread, the multi-threaded loop
  * Any failure takes the one unwind path, fail(): report the line once,
@@ -40,6 +41,7 @@
 #include "feedfs/ctl.h"
 #include "feedfs/daemon.h"
 #include "feedfs/fs.h"
+#include "feedfs/hint.h"
 #include "feedfs/log.h"
 #include "feedfs/mount.h"
 #include "feedfs/options.h"
@@ -146,6 +148,7 @@ struct running {
 	struct ctl_warm *warm;
 	struct rd_budget *budget;
 	struct fs *fs;
+	struct hint *hint;              /* loader-order prefetch (the O verb) */
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
 	struct stats_reg reg;           /* what ctl and the unmount log read */
@@ -172,6 +175,9 @@ static void teardown(struct running *r)
 	if (r->fs)
 		fs_close_open_files(r->fs);
 	stats_log(&r->reg);
+	/* No open or O request is left to tell it anything; it resolves through
+	 * the fs and fetches through ahead (in the stack): before both. */
+	hint_destroy(r->hint);
 	if (r->fs)
 		fs_destroy(r->fs);
 	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
@@ -389,6 +395,38 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	return 0;
 }
 
+/* hint_resolve_fn and fs_opened_fn: the order engine and the fs meet here. */
+static int order_resolve(void *arg, const char *path, size_t len, char **key, size_t *key_len,
+			 char *etag, size_t etag_len, uint64_t *size)
+{
+	return fs_resolve(arg, path, len, key, key_len, etag, etag_len, size);
+}
+
+static void order_opened(void *arg, const char *key, size_t key_len)
+{
+	hint_opened(arg, key, key_len);
+}
+
+/* Loader-order prefetch: resolves names through the fs, fetches through
+ * ahead, is told of every open. */
+static int start_order(struct running *r, char *msg, size_t msg_len)
+{
+	struct hint_config hc;
+	int e;
+
+	memset(&hc, 0, sizeof(hc));
+	hc.ahead = r->stack.ahead;
+	hc.resolve = order_resolve;
+	hc.resolve_arg = r->fs;
+	e = hint_new(&hc, &r->hint);
+	if (e < 0) {
+		snprintf(msg, msg_len, "cannot start loader-order prefetch: %s", strerror(-e));
+		return e;
+	}
+	fs_set_opened(r->fs, order_opened, r->hint);
+	return 0;
+}
+
 /* The fs over the read path, and the FUSE session with its signal handlers. */
 static int start_session(const struct options *o, struct running *r,
 			 const struct rd_config *rcfg, char *msg, size_t msg_len)
@@ -410,6 +448,14 @@ static int start_session(const struct options *o, struct running *r,
 	if (!mopts) {
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
+	}
+	if (r->stack.ahead) {
+		int e = start_order(r, msg, msg_len);
+
+		if (e < 0) {
+			free(mopts);
+			return e;
+		}
 	}
 	{
 		char *argv[] = { "feedfs", "-o", mopts, o->debug ? "-d" : NULL, NULL };
@@ -454,6 +500,7 @@ static void register_stats(const struct options *o, struct running *r)
 	stats_reg_group(&r->reg, &attach_stats_group, r->stack.attach);
 	stats_reg_group(&r->reg, &ahead_stats_group, r->stack.ahead);
 	stats_reg_group(&r->reg, &budget_stats_group, r->budget);
+	stats_reg_group(&r->reg, &hint_stats_group, r->hint);
 	d = fs_hists(r->fs, &n);
 	stats_reg_hists(&r->reg, d, n);
 	d = s3_client_hists(r->s3, &n);
@@ -467,8 +514,8 @@ static void register_stats(const struct options *o, struct running *r)
 }
 
 /* The control socket: stats always, `feedfs warm` into the cache we own or
- * the owner's (a mount without a cache answers EOPNOTSUPP), and /metrics
- * when asked. Before the mount: a port in use fails it. */
+ * the owner's (a mount without a cache answers EOPNOTSUPP), the loader's
+ * order (`feedfs prefetch`), and /metrics when asked. Before the mount: a port in use fails it. */
 static int start_ctl(const struct options *o, struct running *r, struct warm_view *view,
 		     char *msg, size_t msg_len)
 {
@@ -494,6 +541,8 @@ static int start_ctl(const struct options *o, struct running *r, struct warm_vie
 	cc.metrics_host = o->metrics_host;
 	cc.metrics_port = o->metrics_port;
 	ctl_warm_register(r->warm, &cc);
+	if (r->hint)
+		ctl_order_register(r->hint, &cc);
 	return ctl_start(&cc, &r->ctl, msg, msg_len);
 }
 

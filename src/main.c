@@ -29,6 +29,7 @@ static const struct {
 } subcommands[] = {
 	{ "warm", cli_warm_main },
 	{ "stats", cli_stats_main },
+	{ "prefetch", cli_prefetch_main },
 };
 
 /* `feedfs --print-credentials-source`: run the chain once, print one line. */

@@ -77,6 +77,12 @@ void rd_ahead_destroy(struct rd_ahead *a);
 int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
 		   uint64_t size);
 
+/* The object is no longer wanted (an order hint was cleared or moved past
+ * it): a held entry nobody claimed is freed now, one in flight as soon as its
+ * GET ends, unless a read joins it or it is wanted again first. Counted in
+ * `dropped`. Unknown objects are ignored. Never blocks on the network. */
+void rd_ahead_forget(struct rd_ahead *a, const char *key, size_t key_len, const char *etag);
+
 /* This layer as a fetcher (fetch.h): see DESIGN. Lives as long as a. */
 struct fetcher *rd_ahead_fetcher(struct rd_ahead *a);
 

@@ -1,7 +1,8 @@
 /*
  * cli — the commands that talk to a running mount through its control
- * socket: `feedfs stats` (src/cli/stats.c) and `feedfs warm`
- * (src/cli/warm.c), with what they share (src/cli/mounts.c).
+ * socket: `feedfs stats` (src/cli/stats.c), `feedfs warm` (src/cli/warm.c)
+ * and `feedfs prefetch` (src/cli/prefetch.c), with what they share
+ * (src/cli/mounts.c).
  */
 #ifndef FEEDFS_CLI_H
 #define FEEDFS_CLI_H
@@ -27,5 +28,10 @@ int cli_stats_main(int argc, char **argv);
 /* `feedfs warm [--jobs N] PATH...`; argv[0] is "warm". Returns the exit
  * status: 0 all warmed, 1 some failed, 2 usage. */
 int cli_warm_main(int argc, char **argv);
+
+/* `feedfs prefetch --order FILE MOUNTPOINT` / `--clear MOUNTPOINT`; argv[0]
+ * is "prefetch". Returns the exit status: 0 sent, 1 refused or no daemon,
+ * 2 usage. */
+int cli_prefetch_main(int argc, char **argv);
 
 #endif

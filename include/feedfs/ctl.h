@@ -10,9 +10,10 @@
  * are "OK ..." or "ERR <errno>\n". Handlers are registered per verb:
  *   S json|text|prom   stats (src/ctl/ctl.c): "OK <n>\n" + n bytes
  *   W <n> + path       warm one file into the cache (src/ctl/warm.c)
+ *   O <count> <nbytes> + paths   the loader's file order (src/ctl/order.c)
  *   H, R               cache sharing, on the cache dir's own socket
  *                      (src/ctl/share.c; protocol in cache.h)
- * and the next capabilities (order hints, shared-memory regions) add verbs.
+ * and the next capabilities (shared-memory regions) add verbs.
  * src/ctl/server.c is the socket server itself: one listener thread, one
  * thread per connection (bounded), one request at a time per connection;
  * stopping cuts every connection and waits for its handler to return.
@@ -113,6 +114,13 @@ int ctl_warm_new(struct fetcher *fetcher, uint32_t block, ctl_resolve_fn resolve
 void ctl_warm_register(struct ctl_warm *w, struct ctl_config *cfg);
 /* After ctl_stop. NULL is a no-op. */
 void ctl_warm_free(struct ctl_warm *w);
+
+/* ---- order (order.c): the O verb of the mount's socket --------------------- */
+
+/* Add the O verb (loader-order prefetch, hint.h) to a ctl_config; h must
+ * outlive the ctl. Needs no per-connection state. */
+struct hint;
+void ctl_order_register(struct hint *h, struct ctl_config *cfg);
 
 /* ---- share (share.c): the cache dir's socket --------------------------------- */
 

@@ -57,6 +57,23 @@ struct fuse_session;
  * fuse_session_new() and before the loop. */
 void fs_set_session(struct fs *fs, struct fuse_session *se);
 
+/*
+ * The object of mount-relative `path` (rules as fs_key_for_path): *key
+ * (malloc'd), its ETag (NUL-terminated, at most etag_len) and size, from the
+ * listing of its directory: a fresh cached one, else the directory is listed
+ * once (one LIST per 1000 keys) and cached; never a HEAD. 0; -ENOENT (not in
+ * the bucket), -EISDIR (a directory), -EINVAL / -ENAMETOOLONG (a path no key
+ * can have), or the LIST's -errno. Any thread, no fs lock held; may block on
+ * S3. (src/fs/resolve.c)
+ */
+int fs_resolve(struct fs *fs, const char *path, size_t len, char **key, size_t *key_len,
+	       char *etag, size_t etag_len, uint64_t *size);
+
+/* Told of every successful open with the object's key (a FUSE worker, no fs
+ * lock held). Set once, before the loop starts; NULL fn: nobody. */
+typedef void (*fs_opened_fn)(void *arg, const char *key, size_t key_len);
+void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg);
+
 /* Close the handles the kernel never released (unmount with files open). */
 void fs_close_open_files(struct fs *fs);
 

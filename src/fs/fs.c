@@ -468,6 +468,12 @@ void fs_set_session(struct fs *fs, struct fuse_session *se)
 	fs->se = se;
 }
 
+void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg)
+{
+	fs->opened = fn;
+	fs->opened_arg = arg;
+}
+
 static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	char etag[FS_ETAG_MAX];
@@ -497,8 +503,8 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	f = calloc(1, sizeof(*f));
 	if (f)
 		f->rd = rd_open(&fs->rd, key, klen, size, etag[0] ? etag : NULL);
-	free(key);
 	if (!f || !f->rd) {
+		free(key);
 		free(f);
 		return -ENOMEM;
 	}
@@ -524,6 +530,9 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->noflush = 1;
 	open_files_add(fs, f);
 	fs_order_opened(fs, ino);
+	if (fs->opened)
+		fs->opened(fs->opened_arg, key, klen);     /* loader-order prefetch */
+	free(key);
 	return 0;
 }
 

@@ -63,6 +63,8 @@ struct fs_file {
 struct fs {
 	struct fs_options opts;
 	struct fuse_session *se;        /* for attribute invalidations; set once at start */
+	fs_opened_fn opened;            /* set once at start (fs_set_opened) */
+	void *opened_arg;
 	char *prefix;                   /* owned copy of opts.prefix */
 	size_t prefix_len;
 	struct s3_client *s3;
@@ -107,7 +109,7 @@ static inline double fs_ttl_s(int64_t ms)
 /*
  * The files of src/fs/ and what each offers; the graph has no cycle:
  *   fs.c (ops that reply, the ops table) -> dir.c (directory handles)
- *   fs.c, dir.c -> listing.c (listing service) -> node.c (node view)
+ *   fs.c, dir.c, resolve.c -> listing.c (listing service) -> node.c (node view)
  *   all of them -> names.c (pure rules, names_i.h), inode.c (node table)
  * fs.c offers nothing to the others.
  */

@@ -48,6 +48,8 @@ struct ah_ent {
 	int64_t done_ms;
 	struct ah_claim *claims;            /* joined while in flight */
 	int linked;                         /* in the table and the age list */
+	int forget;                         /* in flight, no longer wanted: freed at
+					     * its end unless a read joined it */
 };
 
 struct rd_ahead {
@@ -310,7 +312,9 @@ static void ent_done(struct fetch_req *req, ssize_t result)
 		log_debug(TAG, "prefetch of %.*s failed: %s", (int)e->key_len, e->key,
 			  strerror(result < 0 ? (int)-result : EIO));
 	}
-	if (ok && !claims) {
+	if (ok && !claims && e->forget)
+		a->st.dropped++;            /* forgotten while in flight: freed below */
+	if (ok && !claims && !e->forget) {
 		/* Held for a later claim. From the unlock on, a claim or a drop may
 		 * free e, and once inflight is 0 rd_ahead_destroy may free a (and
 		 * its caller the budget): nothing is touched after the unlock. */
@@ -353,7 +357,8 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 	elen = strlen(etag);
 	pthread_mutex_lock(&a->mu);
 	a->st.wanted++;
-	if (ent_find(a, key, key_len, etag)) {
+	if ((e = ent_find(a, key, key_len, etag))) {
+		e->forget = 0;              /* wanted again */
 		pthread_mutex_unlock(&a->mu);
 		return 1;
 	}
@@ -425,6 +430,32 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 		return 0;
 	}
 	return 1;
+}
+
+void rd_ahead_forget(struct rd_ahead *a, const char *key, size_t key_len, const char *etag)
+{
+	struct ah_ent *e;
+	uint64_t freed;
+
+	if (!etag || !etag[0])
+		return;
+	pthread_mutex_lock(&a->mu);
+	e = ent_find(a, key, key_len, etag);
+	if (!e) {
+		pthread_mutex_unlock(&a->mu);
+		return;
+	}
+	if (e->state == AH_INFLIGHT) {
+		e->forget = 1;              /* ent_done frees it */
+		pthread_mutex_unlock(&a->mu);
+		return;
+	}
+	/* Linked and done: held, unclaimed (a claim unlinks it). */
+	ent_unlink(a, e);
+	freed = ent_free_locked(a, e);
+	a->st.dropped++;
+	pthread_mutex_unlock(&a->mu);
+	rd_budget_give(a->cfg.budget, freed);
 }
 
 /* The read path's fetch: see "Cancel" and the DESIGN in ahead.h. */

@@ -148,3 +148,13 @@ put("fuzz_creds", "sts", b"\x05" + b'<AssumeRoleWithWebIdentityResponse xmlns="h
 put("fuzz_creds", "sts_err", b"\x05<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
     b"<Message>no</Message></Error></ErrorResponse>")
 put("fuzz_creds", "iso", b"\x06" + b"2030-01-02T03:04:05.999+05:30")
+
+# fuzz_order: byte 0 picks the claimed count (0: the true one), then the payload.
+put("fuzz_order", "good", b"\x00train/c0/img0001.jpg\nval/x.png\n")
+put("fuzz_order", "dotdot", b"\x00a/../b\n")
+put("fuzz_order", "abs", b"\x00/etc/passwd\n")
+put("fuzz_order", "empty_seg", b"\x00a//b\nc/\n\n")
+put("fuzz_order", "count_off", b"\x01a\nb\n")
+put("fuzz_order", "no_newline", b"\x00a\nb")
+put("fuzz_order", "nul", b"\x00a\x00b\n")
+put("fuzz_order", "long_seg", b"\x00" + b"d/" + b"x" * 300 + b"\n")

@@ -1,0 +1,91 @@
+/*
+ * order — the O verb of a mount's control socket: a training loader's file
+ * order for loader-order prefetch (hint.h; `feedfs prefetch --order`).
+ *
+ * DESIGN
+ * "O <count> <nbytes>\n" + exactly nbytes of payload: count paths, each ended
+ * by '\n', relative to the mount root, in the order the loader opens them.
+ * "O 0 0\n" clears the order. Bounds: HINT_MAX_PATHS paths and
+ * HINT_MAX_BYTES bytes; over them the reply is "ERR 7" (E2BIG) and the
+ * connection is closed without reading the payload (nobody should have to
+ * receive half a gigabyte to refuse it). A malformed path refuses the whole
+ * order, "ERR 22" (EINVAL), and nothing changes. Otherwise the list is stored
+ * (the engine resolves it in the background) and the reply is "OK <count>\n"
+ * at once. The payload buffer is handed to the engine as it is: one copy of
+ * the order in memory, not two.
+ */
+#include "feedfs/ctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "feedfs/hint.h"
+#include "feedfs/log.h"
+#include "feedfs/util.h"
+
+#define TAG "order"
+
+/* "OK <v>\n" or "ERR <v>\n". 0, or -1 when the peer is gone. */
+static int reply(struct ctl_conn *k, const char *what, unsigned long long v)
+{
+	char line[64];
+
+	snprintf(line, sizeof(line), "%s %llu\n", what, v);
+	return util_send_all(k->fd, line, strlen(line)) < 0 ? -1 : 0;
+}
+
+static int handle_order(void *arg, struct ctl_conn *k, const char *line)
+{
+	struct hint *h = arg;
+	unsigned long long v[2];
+	char *payload;
+	int e;
+
+	if (ctl_parse_nums(line, v, 2) < 0)
+		return -1;
+	if (v[0] > HINT_MAX_PATHS || v[1] > HINT_MAX_BYTES) {
+		reply(k, "ERR", E2BIG);
+		shutdown(k->fd, SHUT_WR);
+		return -1;
+	}
+	if (v[0] == 0 || v[1] == 0) {
+		if (v[0] != v[1]) {
+			/* No paths in some bytes, or paths in none: malformed. Bytes
+			 * sent are unread, so that connection cannot go on. */
+			if (reply(k, "ERR", EINVAL) < 0)
+				return -1;
+			return v[1] ? -1 : 0;
+		}
+		hint_clear(h);
+		log_info(TAG, "order cleared");
+		return reply(k, "OK", 0);
+	}
+	payload = malloc((size_t)v[1]);
+	if (!payload) {
+		reply(k, "ERR", ENOMEM);
+		return -1;                  /* the payload is still unread */
+	}
+	if (util_read_all(k->fd, payload, (size_t)v[1]) < 0) {
+		free(payload);
+		return -1;
+	}
+	e = hint_order_check(payload, (size_t)v[1], (size_t)v[0]);
+	if (e == 0)
+		e = hint_set_order(h, payload, (size_t)v[1], (size_t)v[0]);
+	if (e < 0) {
+		free(payload);
+		log_info(TAG, "order of %llu paths refused: %s", v[0], strerror(-e));
+		return reply(k, "ERR", (unsigned long long)-e);
+	}
+	log_info(TAG, "order of %llu paths (%llu bytes) received", v[0], v[1]);
+	return reply(k, "OK", v[0]);
+}
+
+void ctl_order_register(struct hint *h, struct ctl_config *cfg)
+{
+	BUG_ON(cfg->n_extra >= sizeof(cfg->extra) / sizeof(cfg->extra[0]));
+	cfg->extra[cfg->n_extra++] = (struct ctl_verb){ 'O', handle_order, h };
+}
