@@ -1041,12 +1041,12 @@ class Run:
         to = PASS_TIMEOUT
         ml, me = self.mans.get("large"), self.mans.get("epoch")
         S = "server"
-        if c.runs(1) and ml:
+        if 1 in WORKLOADS and ml:
             url = "%s/%s/%s" % (base, B_LARGE, LARGE_NAME)
             for name, fn in SEQ_CEILINGS:
                 drop_caches()       # each pattern from a cold server, as every contender's cold pass
                 self.add(S, 1, name, "cold", rep, fn(url, ml["size"], to))
-        if c.runs(2) and me:
+        if 2 in WORKLOADS and me:
             keys = sorted(me["files"])
             random.Random(rep).shuffle(keys)
             keys = keys[:min(len(keys), 8000)]
@@ -1056,13 +1056,13 @@ class Run:
         if 3 in WORKLOADS and "tree" in self.mans:
             drop_caches()
             self.add(S, 3, "ListObjectsV2", "cold", rep, ceil_list(srv, B_TREE, time.monotonic() + to))
-        if c.runs(4) and ml:
+        if 4 in WORKLOADS and ml:
             url = "%s/%s/%s" % (base, B_LARGE, LARGE_NAME)
             for bs, lab in ((4 * KiB, "4KiB"), (MiB, "1MiB")):
                 for c in (1, 8):
                     drop_caches()
                     self.add(S, 4, "%s x%d" % (lab, c), "cold", rep, ceil_rand(url, ml["size"], bs, c, RAND_SECONDS))
-        if c.runs(5) and me:
+        if 5 in WORKLOADS and me:
             keys = sorted(me["files"])
             drop_caches()
             self.add(S, 5, "small object", "cold", rep, ceil_ttfb("%s/%s" % (base, B_EPOCH), keys[rep::max(1, len(keys) // 10)][:10]))
@@ -1115,7 +1115,7 @@ class Run:
     def contender_rep(self, c, rep):
         ml, me, mt = self.mans.get("large"), self.mans.get("epoch"), self.mans.get("tree")
         dl = lambda: time.monotonic() + PASS_TIMEOUT  # noqa: E731
-        if 1 in WORKLOADS and ml:
+        if c.runs(1) and ml:
             for readers in (1, 4):
                 def f(root, add, readers=readers):
                     r = w_seq(root, ml, readers, dl(), want_ttfb=(readers == 1))
@@ -1132,7 +1132,7 @@ class Run:
                 if readers == 1 and c.family != "disk":
                     self.paired_ceiling(c, rep)
                 self.guarded(c, 1, "%d reader%s" % (readers, "s" if readers > 1 else ""), rep, f, B_LARGE)
-        if 2 in WORKLOADS and me:
+        if c.runs(2) and me:
             for th in (8, 16):
                 def f(root, add, th=th):
                     r = w_epoch(root, me, th, dl())
@@ -1150,7 +1150,7 @@ class Run:
                 add("cold", w_list(root, mt, dl()))
                 add("warm", w_list(root, mt, dl()))
             self.guarded(c, 3, "walk+stat", rep, f, B_TREE)
-        if 4 in WORKLOADS and ml:
+        if c.runs(4) and ml:
             for bs, lab in ((4 * KiB, "4KiB"), (MiB, "1MiB")):
                 for readers in (1, 8):
                     def f(root, add, bs=bs, readers=readers):
@@ -1159,7 +1159,7 @@ class Run:
                         r2, _ = w_rand(root, ml, bs, readers, PASS_TIMEOUT, replay=offs)
                         add("warm", r2)
                     self.guarded(c, 4, "%s x%d" % (lab, readers), rep, f, B_LARGE)
-        if 5 in WORKLOADS and me:
+        if c.runs(5) and me:
             def f(root, add):
                 r, paths = w_ttfb(root, me)
                 add("cold", r)
