@@ -137,6 +137,11 @@ def control_socket(path):
 
 def _check_rel(rel, shown):
     """Refuse what the daemon refuses (ERR 22): the message names the path."""
+    # The common case in a few substring scans (an order may hold millions):
+    # no "", "." or ".." segment can hide in a path that passes them.
+    if (rel and rel[0] not in b"/." and rel[-1] != 0x2f and b"/." not in rel and b"//" not in rel
+            and b"\0" not in rel and b"\n" not in rel):
+        return
     if not rel:
         raise ValueError("feedfs order: empty path (%r)" % (shown,))
     if b"\0" in rel:

@@ -171,6 +171,14 @@ def test_bad_paths_refused_before_sending(fake_mount, bad, why):
     assert ctl.orders() == []
 
 
+def test_names_with_dots_are_not_segments(fake_mount):
+    mnt, ctl = fake_mount
+    ok = [".hidden/x", "a/.b", "a/..b", "a.b/c...", "..x"]
+    assert feedfs.send_order(mnt, ok) == 5
+    body = "".join(p + "\n" for p in ok).encode()
+    assert ctl.orders() == [b"O 5 %d\n" % len(body) + body]
+
+
 def test_mount_root_itself_is_refused(fake_mount):
     mnt, ctl = fake_mount
     with pytest.raises(ValueError):
