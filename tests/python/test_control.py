@@ -4,6 +4,7 @@ import errno
 import os
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -86,35 +87,52 @@ int main(int argc, char **argv)
 """
 
 
-@pytest.mark.parametrize("xdg", [None, "/run/user/4242", "not-absolute"])
-def test_socket_path_matches_the_c_code(tmp_path, xdg):
+NOBODY = 65534
+
+
+@pytest.fixture(scope="module")
+def c_probe(tmp_path_factory):
+    """ctl_socket_path itself, in a small program linked with build/libfeedfs.a,
+    in a directory every uid may enter (for the runs as another uid)."""
     lib = os.path.join(ROOT, "build", "libfeedfs.a")
     if not os.path.exists(lib) or not shutil.which("cc") or not shutil.which("pkg-config"):
         pytest.skip("needs build/libfeedfs.a (make all), cc and pkg-config")
-    src = tmp_path / "probe.c"
-    src.write_text(C_PROBE)
-    exe = str(tmp_path / "probe")
+    d = tempfile.mkdtemp(prefix="feedfs-probe-")
+    os.chmod(d, 0o755)
+    src = os.path.join(d, "probe.c")
+    with open(src, "w") as f:
+        f.write(C_PROBE)
+    exe = os.path.join(d, "probe")
     libs = subprocess.run(["pkg-config", "--libs", "fuse3", "libcurl", "openssl", "libxml-2.0",
                            "liburing"], stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-    subprocess.run(["cc", "-std=gnu11", "-I", os.path.join(ROOT, "include"), "-o", exe, str(src), lib]
+    subprocess.run(["cc", "-std=gnu11", "-I", os.path.join(ROOT, "include"), "-o", exe, src, lib]
                    + libs + ["-pthread", "-ldl", "-lm"], check=True)
+    yield exe
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("as_nobody", [False, True])
+@pytest.mark.parametrize("xdg", [None, "/run/user/4242", "not-absolute"])
+def test_socket_path_matches_the_c_code(c_probe, monkeypatch, xdg, as_nobody):
+    cmd = [c_probe]
+    if as_nobody:
+        # the XDG and /tmp rules apply to a uid other than 0 only
+        if os.geteuid() != 0 or not shutil.which("setpriv"):
+            pytest.skip("needs root and setpriv to run the probe as uid %d" % NOBODY)
+        cmd = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"] + cmd
+        monkeypatch.setattr(os, "geteuid", lambda: NOBODY)
     env = dict(os.environ)
     env.pop("XDG_RUNTIME_DIR", None)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     if xdg:
         env["XDG_RUNTIME_DIR"] = xdg
+        monkeypatch.setenv("XDG_RUNTIME_DIR", xdg)
     mps = ["/mnt/data", "/", "/mnt/a b\tc", "/tmp/\u00e9t\u00e9/x"]
-    got = subprocess.run([exe] + mps, env=env, stdout=subprocess.PIPE, check=True).stdout
-    old = os.environ.get("XDG_RUNTIME_DIR")
-    try:
-        os.environ.pop("XDG_RUNTIME_DIR", None)
-        if xdg:
-            os.environ["XDG_RUNTIME_DIR"] = xdg
-        want = "".join(feedfs._socket_for_mount(m) + "\n" for m in mps)
-    finally:
-        os.environ.pop("XDG_RUNTIME_DIR", None)
-        if old is not None:
-            os.environ["XDG_RUNTIME_DIR"] = old
+    got = subprocess.run(cmd + mps, env=env, stdout=subprocess.PIPE, check=True).stdout
+    want = "".join(feedfs._socket_for_mount(m) + "\n" for m in mps)
     assert got == os.fsencode(want)
+    assert got.startswith(b"/run/feedfs/" if not as_nobody else
+                          (b"/run/user/4242/feedfs/" if xdg == "/run/user/4242" else b"/tmp/feedfs-65534/"))
 
 
 # ---- the O verb --------------------------------------------------------------
