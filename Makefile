@@ -50,7 +50,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 
 .SECONDARY:
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \
-        fuzz fuzz-bins fuzz-smoke tsan valgrind soak
+        python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
 all: $(BUILD)/feedfs ## build build/feedfs (default)
 
@@ -94,12 +94,17 @@ asan: ## build feedfs and unit tests with ASan+UBSan and run the unit tests
 integration: $(BUILD)/feedfs ## integration tests: real FUSE mounts over a local s3rver
 	tests/integration/run.sh $(BUILD)/feedfs
 
+# python/feedfs against a fake control socket (no mount); about a second.
+python-test: ## tests of the Python helpers (python/feedfs) against a fake control socket
+	cd tests/python && PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q
+
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 test: ## everything CI runs: deps, unit, ASan/UBSan, valgrind, fuzz seeds, integration (plain, ASan, TSan, valgrind)
 	tests/deps.sh --check-or-install
 	$(MAKE) -j$(NPROC) all
 	$(MAKE) unit
+	$(MAKE) python-test
 	$(MAKE) -j$(NPROC) SANITIZE=address,undefined all
 	$(MAKE) asan
 	$(MAKE) -j$(NPROC) SANITIZE=thread all

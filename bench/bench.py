@@ -63,7 +63,7 @@ PASS_TIMEOUT = env_float("PASS_TIMEOUT", 30 if QUICK else 240)
 RAND_SECONDS = env_float("RAND_SECONDS", 1.5 if QUICK else 4)
 MAX_MINUTES = env_float("MAX_MINUTES", 20 if QUICK else 180)
 CONTENDERS = [c.strip() for c in (os.environ.get("CONTENDERS") or "feedfs,s3fs,rclone").split(",") if c.strip()]
-_wl_default = "1,2,5" if LAT_MS > 0 else "1,2,3,4,5"
+_wl_default = "1,2,5,6" if LAT_MS > 0 else "1,2,3,4,5,6"
 WORKLOADS = {int(w) for w in (os.environ.get("WORKLOADS") or _wl_default).replace(" ", "").split(",") if w}
 FEEDFS = os.environ.get("FEEDFS") or os.path.join(ROOT, "build", "feedfs")
 SCRAPED = os.path.join(HERE, "scraped.sh")
@@ -78,10 +78,16 @@ EPOCH_CLASSES = max(10, min(100, int(100 * SCALE) if SCALE < 1 else 100))
 EPOCH_KIB = 100
 TREE_N = max(1000, int(100000 * SCALE))
 TREE_PREFIXES = max(10, int(1000 * SCALE))
+# W6: what a train_list.txt names (PaddleOCR label files, COCO annotations):
+# small files of mixed sizes, opened by path in a shuffled order, no walk.
+BYPATH_N = max(200, int(2000 * SCALE))
+BYPATH_KIB = (4, 160)
+BYPATH_DIRS = 20
 
 B_LARGE = "large-%dm" % LARGE_MIB
 B_EPOCH = "epoch-%dx%dk-%dc" % (EPOCH_N, EPOCH_KIB, EPOCH_CLASSES)
 B_TREE = "tree-%d-%dp" % (TREE_N, TREE_PREFIXES)
+B_BYPATH = "bypath-%d-%d-%dk" % (BYPATH_N, BYPATH_KIB[0], BYPATH_KIB[1])
 LARGE_NAME = "big.bin"
 
 T_START = time.monotonic()
@@ -458,6 +464,30 @@ def make_tree(s3):
     return m
 
 
+def make_bypath(s3):
+    m = load_manifest(B_BYPATH)
+    if m and bucket_ok(s3, B_BYPATH, m):
+        return m
+    log("creating dataset %s (%d files of %d-%d KiB in %d dirs) - once" %
+        (B_BYPATH, BYPATH_N, BYPATH_KIB[0], BYPATH_KIB[1], BYPATH_DIRS))
+    base = os.path.join(LOCAL, B_BYPATH)
+    rng = random.Random(619)                 # the sizes are part of the dataset: seeded
+    files, sizes = {}, {}
+    for i in range(BYPATH_N):
+        rel = "images/part_%02d/img_%06d.jpg" % (i % BYPATH_DIRS, i)
+        p = os.path.join(base, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        b = os.urandom(rng.randint(BYPATH_KIB[0] * KiB, BYPATH_KIB[1] * KiB))
+        with open(p, "wb") as f:
+            f.write(b)
+        files[rel] = hashlib.sha256(b).hexdigest()
+        sizes[rel] = len(b)
+    seed(s3, B_BYPATH, sorted(files))
+    m = {"bucket": B_BYPATH, "files": files, "sizes": sizes}
+    save_manifest(B_BYPATH, m)
+    return m
+
+
 # ---------------------------------------------------------------- RSS sampling
 class RssSampler:
     def __init__(self, pid):
@@ -501,10 +531,11 @@ class Contender:
     """One mount configuration. kind: 'fuse' (a daemon) or 'local' (a local directory)."""
 
     def __init__(self, name, family, argv_fn=None, env=None, cache=False, kind="fuse", options="",
-                 workloads=None):
+                 workloads=None, order_fn=None):
         self.name, self.family, self.argv_fn, self.env = name, family, argv_fn, env or {}
         self.cache, self.kind, self.options = cache, kind, options
         self.workloads = workloads  # None: every workload
+        self.order_fn = order_fn    # W6: order_fn(root, rel_paths) before each pass
         self.broken = None  # set when it cannot mount at all
 
     def runs(self, w):
@@ -592,6 +623,18 @@ def make_contenders(server):
                                              os.path.join(LOGDIR, "feedfs-scraped-daemon-%s.log" % b)],
                                     env=fenv, workloads={1},
                                     options="defaults + --metrics-addr, GET /metrics every second"))
+            if "--order" in sh("%s prefetch --help 2>&1" % FEEDFS):
+                # The same mount told the loader's order before each pass
+                # (issue 19): `feedfs prefetch --order - MOUNTPOINT`, paths on stdin.
+                cs.append(Contender("feedfs-order", "feedfs",
+                                    lambda b, m, c: [FEEDFS, "s3://%s" % b, m] + fbase +
+                                    ["--log-file", os.path.join(LOGDIR, "feedfs-order-daemon-%s.log" % b)],
+                                    env=fenv, workloads={6}, order_fn=send_order_cli,
+                                    options="defaults; the pass's order sent with feedfs prefetch --order "
+                                            "before it"))
+            else:
+                log("feedfs-order: %s has no 'prefetch' subcommand (no --order in 'feedfs prefetch "
+                    "--help') - skipped" % FEEDFS)
             if "--cache-dir" in sh("%s --help 2>&1" % FEEDFS):
                 cs.append(Contender("feedfs-cache", "feedfs",
                                     lambda b, m, c: [FEEDFS, "s3://%s" % b, m] + fbase +
@@ -641,6 +684,34 @@ def make_contenders(server):
 # ---------------------------------------------------------------- workloads
 class Wrong(Exception):
     """The contender returned wrong bytes (or wrong metadata)."""
+
+
+def send_order_cli(root, rels):
+    """feedfs-order: hand the pass's order to the mount the way a user would.
+    Returns the seconds it took (it returns once the daemon has the list)."""
+    t0 = time.monotonic()
+    p = subprocess.run([FEEDFS, "prefetch", "--order", "-", root], input="".join(r + "\n" for r in rels),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    if p.returncode != 0:
+        raise RuntimeError("feedfs prefetch --order exited %d: %s" % (p.returncode, p.stdout.strip()))
+    return time.monotonic() - t0
+
+
+def feedfs_counters(root):
+    """The mount's request and order counters (python/feedfs over its control
+    socket), for the result file; None when the mount has no such socket."""
+    try:
+        if os.path.join(ROOT, "python") not in sys.path:
+            sys.path.insert(0, os.path.join(ROOT, "python"))
+        import feedfs
+        st = feedfs.stats(root)
+    except Exception:  # noqa: BLE001 - counters are context, not a measurement
+        return None
+    s3 = st.get("s3", {})
+    out = {k: s3.get(k) for k in ("get_requests", "head_requests", "list_requests")}
+    if "order" in st:
+        out["order"] = st["order"]
+    return out
 
 
 def _read_full(fd, mv, off):
@@ -786,6 +857,65 @@ def w_epoch(root, man, threads, deadline):
         raise Wrong(wrong[0])
     res = {"value": done[0] / el, "unit": "files/s", "seconds": el, "files": done[0], "walk_s": t_walk,
            "sha256_verified": done[0]}
+    if errors:
+        res["error"] = errors[0]
+        res["partial"] = errors[0] == "timeout"
+    return res
+
+
+def w_bypath(root, man, threads, deadline, epoch, order_fn=None):
+    """W6: open every file by its path in a seeded shuffled order (no walk, no
+    listing first: the names come from a list, as a train_list.txt gives them),
+    `threads` readers taking the next path from one shared iterator, sha256 of
+    each against the source. order_fn(root, rel_paths), when given, is told the
+    order first, inside the timed pass. files/s."""
+    rels = sorted(man["files"])
+    random.Random(4242 + epoch).shuffle(rels)
+    t0 = time.monotonic()
+    order_s = order_fn(root, rels) if order_fn else None
+    it = iter(rels)
+    lock = threading.Lock()
+    done = [0, 0]
+    errors, wrong = [], []
+    expect = man["files"]
+
+    def worker():
+        n = nbytes = 0
+        while True:
+            if time.monotonic() > deadline:
+                errors.append("timeout")
+                break
+            with lock:
+                rel = next(it, None)
+            if rel is None:
+                break
+            try:
+                with open(os.path.join(root, rel), "rb", buffering=0) as f:
+                    b = f.readall()
+            except OSError as e:
+                errors.append("%s: %s" % (rel, e))
+                break
+            if hashlib.sha256(b).hexdigest() != expect[rel]:
+                wrong.append("bytes differ in %s (%d bytes read)" % (rel, len(b)))
+                break
+            n += 1
+            nbytes += len(b)
+        with lock:
+            done[0] += n
+            done[1] += nbytes
+
+    ths = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    el = time.monotonic() - t0
+    if wrong:
+        raise Wrong(wrong[0])
+    res = {"value": done[0] / el, "unit": "files/s", "seconds": el, "files": done[0], "bytes": done[1],
+           "sha256_verified": done[0]}
+    if order_s is not None:
+        res["order_s"] = order_s
     if errors:
         res["error"] = errors[0]
         res["partial"] = errors[0] == "timeout"
@@ -1066,6 +1196,14 @@ class Run:
             keys = sorted(me["files"])
             drop_caches()
             self.add(S, 5, "small object", "cold", rep, ceil_ttfb("%s/%s" % (base, B_EPOCH), keys[rep::max(1, len(keys) // 10)][:10]))
+        mb = self.mans.get("bypath")
+        if 6 in WORKLOADS and mb:
+            # every file once, in the pass's shuffled order, by as many curls as readers
+            keys = sorted(mb["files"])
+            random.Random(4242 + 2 * rep).shuffle(keys)
+            for c in (4, 16):
+                drop_caches()
+                self.add(S, 6, "%d clients" % c, "cold", rep, ceil_small("%s/%s" % (base, B_BYPATH), keys, c, to))
 
     def paired_ceiling(self, c, rep):
         """The sequential ceiling again, right before c's cold 1-reader pass: the server's disk
@@ -1166,6 +1304,23 @@ class Run:
                 r2, _ = w_ttfb(root, me, paths=paths)
                 add("warm", r2)
             self.guarded(c, 5, "small object", rep, f, B_EPOCH)
+        mb = self.mans.get("bypath")
+        if c.runs(6) and mb:
+            for th in (4, 16):
+                def f(root, add, th=th):
+                    # cold: a fresh mount, epoch 2*rep; warm: the next epoch (a new
+                    # shuffle, and a new order for feedfs-order) on the same mount
+                    for phase, epoch in (("cold", 2 * rep), ("warm", 2 * rep + 1)):
+                        r = w_bypath(root, mb, th, dl(), epoch, c.order_fn)
+                        if c.family == "feedfs":
+                            k = feedfs_counters(root)
+                            if k is not None:
+                                r["counters"] = k
+                        add(phase, r)
+                        if rep == 0 and th == 16 and phase == "cold" and not r.get("error"):
+                            self.verify.append({"config": c.name, "dataset": B_BYPATH, "ok": True,
+                                                "files_sha256": r["sha256_verified"]})
+                self.guarded(c, 6, "%d threads" % th, rep, f, B_BYPATH)
 
 
 def versions():
@@ -1214,7 +1369,9 @@ def main():
                       "PASS_TIMEOUT": PASS_TIMEOUT, "RAND_SECONDS": RAND_SECONDS, "MAX_MINUTES": MAX_MINUTES},
             "datasets": {"large": {"bucket": B_LARGE, "bytes": LARGE_MIB * MiB},
                          "epoch": {"bucket": B_EPOCH, "files": EPOCH_N, "kib": EPOCH_KIB, "classes": EPOCH_CLASSES},
-                         "tree": {"bucket": B_TREE, "keys": TREE_N, "prefixes": TREE_PREFIXES}},
+                         "tree": {"bucket": B_TREE, "keys": TREE_N, "prefixes": TREE_PREFIXES},
+                         "bypath": {"bucket": B_BYPATH, "files": BYPATH_N, "kib": list(BYPATH_KIB),
+                                    "dirs": BYPATH_DIRS}},
             "busy_start": busy_snapshot(), "drop_caches": drop_caches()}
     log("machine %s; scale %g, reps %d, workloads %s, contenders %s, latency %g ms" % (
         meta["machine"], SCALE, REPS, sorted(WORKLOADS), CONTENDERS, LAT_MS))
@@ -1229,6 +1386,8 @@ def main():
         mans["epoch"] = make_epoch(s3)
     if 3 in WORKLOADS:
         mans["tree"] = make_tree(s3)
+    if 6 in WORKLOADS:
+        mans["bypath"] = make_bypath(s3)
     meta["dataset_prep_s"] = round(time.monotonic() - t_ds, 1)
     if os.environ.get("PREPARE_ONLY", "") not in ("", "0"):
         log("datasets ready in %.0f s (PREPARE_ONLY)" % meta["dataset_prep_s"])

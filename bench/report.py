@@ -22,7 +22,8 @@ CHARTS = os.path.join(HERE, "charts")
 MD = os.path.join(ROOT, "BENCHMARKS.md")
 
 WNAMES = {1: "Large object, sequential read", 2: "Training epoch (os.walk + read all)",
-          3: "Listing: walk + stat", 4: "Random reads in the large object", 5: "Time to first byte of a fresh open"}
+          3: "Listing: walk + stat", 4: "Random reads in the large object", 5: "Time to first byte of a fresh open",
+          6: "By-path shuffled epoch (open by name from a list, no walk)"}
 LOWER_BETTER = {"s", "ms"}
 PEERS = ("s3fs", "rclone")
 
@@ -160,7 +161,22 @@ class Agg:
         if w in (4, 5):
             v = self.med("server", w, variant, "cold")
             return ("server, curl", v) if v is not None else None
+        if w == 6:
+            n = variant.split()[0]
+            v = self.med("server", 6, "%s clients" % n, "cold")
+            return ("server, %s curl clients" % n, v) if v is not None else None
         return None
+
+    def best_of(self, family, w, variant, phase):
+        """(config, value) of the family's best configuration, higher is better."""
+        best = None
+        for cfg in self.configs():
+            if self.family.get(cfg) != family:
+                continue
+            v = self.med(cfg, w, variant, phase)
+            if v is not None and (best is None or v > best[1]):
+                best = (cfg, v)
+        return best
 
 
 def feedfs_configs(a):
@@ -337,6 +353,116 @@ def targets(a, latency):
     return out
 
 
+def order_counters(a, config, variant, phase):
+    """Sums over repetitions of the W6 counters bench.py read from the mount
+    after each pass (python/feedfs stats): files read, S3 requests by kind, and
+    the order group. Each pass of W6 is on its own fresh mount for cold, so
+    cold counters are that pass's alone; warm ones include the cold pass."""
+    tot = {}
+    for r in a.run["results"]:
+        if (r["config"], r["workload"], r["variant"], r["phase"]) != (config, 6, variant, phase):
+            continue
+        k = r.get("counters")
+        if not k or r.get("value") is None:
+            continue
+        tot["files"] = tot.get("files", 0) + r.get("files", 0)
+        for key in ("get_requests", "head_requests", "list_requests"):
+            tot[key] = tot.get(key, 0) + (k.get(key) or 0)
+        for key, v in (k.get("order") or {}).items():
+            tot["order_" + key] = tot.get("order_" + key, 0) + v
+    return tot
+
+
+def order_rows(a):
+    """W6, feedfs told the order (feedfs-order) against feedfs without it and the
+    best rclone and s3fs configurations, every variant and phase measured."""
+    rows = []
+    O = "feedfs-order"
+    for var in a.variants(6, O):
+        for ph in ("cold", "warm"):
+            v = a.med(O, 6, var, ph)
+            f = a.med("feedfs", 6, var, ph)
+            rc = a.best_of("rclone", 6, var, ph)
+            sf = a.best_of("s3fs", 6, var, ph)
+            ce = a.ceiling(6, var, ph)
+            rows.append([var, ph, fmt(v) if v is not None else a.cell(O, 6, var, ph) or "–",
+                         fmt(f) if f is not None else "–",
+                         "%s (%s)" % (fmt(rc[1]), rc[0]) if rc else "–",
+                         "%s (%s)" % (fmt(sf[1]), sf[0]) if sf else "–",
+                         "%.2f×" % (v / rc[1]) if v is not None and rc and rc[1] else "–",
+                         "%.2f×" % (v / f) if v is not None and f else "–",
+                         "%.0f%% (%s)" % (100 * v / ce[1], ce[0]) if v is not None and ce and ce[1] else "–"])
+    return rows
+
+
+def order_targets(a, latency, base=None):
+    """Issue 19's targets on W6. The ratios are verdicts with LATENCY_MS (the
+    issue sets them at 20 ms), context without it. base: the Agg of the newest
+    run without latency, for the 16-thread "despite the latency" target."""
+    O, F = "feedfs-order", "feedfs"
+    out = []
+    # Lookups answered from listings, with the order and without it.
+    for cfg in (F, O):
+        for var in a.variants(6, cfg):
+            k = order_counters(a, cfg, var, "cold")
+            if not k.get("files"):
+                continue
+            for kind in ("list", "head"):
+                per = k.get(kind + "_requests", 0) / k["files"]
+                out.append(["by-path epoch, %s, %s, cold: %s requests per file read ≤ 0.05" % (
+                            cfg, var, kind.upper()),
+                            "%.3f" % per, "%d requests, %d files" % (k.get(kind + "_requests", 0), k["files"]),
+                            "", "PASS" if per <= 0.05 else "**MISS**"])
+    if O not in a.configs():
+        return out
+
+    def verdict(ok):
+        if ok is None:
+            return "n/a"
+        if not latency:
+            return "context"
+        return "PASS" if ok else "**MISS**"
+
+    for var, need_rc, need_f in (("4 threads", 2.5, 1.8), ("16 threads", None, None)):
+        v = a.med(O, 6, var, "cold")
+        rc = a.best_of("rclone", 6, var, "cold")
+        f = a.med(F, 6, var, "cold")
+        r = v / rc[1] if v is not None and rc and rc[1] else None
+        out.append(["by-path epoch, %s, cold: feedfs-order %s best rclone" % (
+                    var, "≥ %.1f×" % need_rc if need_rc else "÷"),
+                    fmt(v) + " files/s" if v is not None else a.cell(O, 6, var, "cold") or "not run",
+                    "%s files/s (%s)" % (fmt(rc[1]), rc[0]) if rc else "–",
+                    "%.2f×" % r if r is not None else "–",
+                    verdict(None if r is None else r >= need_rc) if need_rc else "context"])
+        r = v / f if v is not None and f else None
+        out.append(["by-path epoch, %s, cold: feedfs-order %s feedfs without the order" % (
+                    var, "≥ %.1f×" % need_f if need_f else "÷"),
+                    fmt(v) + " files/s" if v is not None else "–",
+                    fmt(f) + " files/s (feedfs)" if f is not None else "–",
+                    "%.2f×" % r if r is not None else "–",
+                    verdict(None if r is None else r >= need_f) if need_f else "context"])
+    if latency and base is not None:
+        v = a.med(O, 6, "16 threads", "cold")
+        b = base.med(F, 6, "16 threads", "cold")
+        r = v / b if v is not None and b else None
+        out.append(["by-path epoch, 16 threads, cold, with the latency: feedfs-order ≥ 90% of feedfs "
+                    "with no added latency (the newest run without it)",
+                    fmt(v) + " files/s" if v is not None else "–",
+                    fmt(b) + " files/s (feedfs, no latency)" if b is not None else "–",
+                    "%.0f%%" % (100 * r) if r is not None else "–", verdict(None if r is None else r >= 0.9)])
+    for var in a.variants(6, O):
+        k = order_counters(a, O, var, "cold")
+        if "order_fetched" in k:
+            fe, wa = k.get("order_fetched", 0), k.get("order_wasted", 0)
+            r = wa / fe if fe else None
+            out.append(["by-path epoch, %s, cold: files fetched for the order and never read ≤ 5%%" % var,
+                        "%d of %d" % (wa, fe), "order counters (hits %d, consumed %d, missing %d)" % (
+                            k.get("order_hits", 0), k.get("order_consumed", 0), k.get("order_missing", 0)),
+                        "%.1f%%" % (100 * r) if r is not None else "–",
+                        "n/a" if r is None else ("PASS" if r <= 0.05 else "**MISS**")])
+    return out
+
+
 def md_table(head, rows):
     s = "| " + " | ".join(head) + " |\n|" + "|".join("---" for _ in head) + "|\n"
     for r in rows:
@@ -418,18 +544,20 @@ def charts(a, stem):
         ax.set_xticks(list(range(len(cfgs))))
         ax.set_xticklabels(cfgs, rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("peak RSS (MiB)")
-        ax.set_title("W6 peak RSS of each daemon per workload", fontsize=9)
+        ax.set_title("Peak RSS of each daemon per workload", fontsize=9)
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         p = os.path.join(CHARTS, "%s-rss.png" % stem)
         fig.savefig(p, dpi=90)
         plt.close(fig)
-        made.append((6, p))
+        made.append(("rss", p))
     return made
 
 
-def section(path, title=None):
+def section(path, title=None, base=None):
+    """One run's part of BENCHMARKS.md. base: the Agg of the run without latency
+    shown with it, for targets that compare the two."""
     run = load(path)
     a = Agg(run)
     m = run["meta"]
@@ -453,9 +581,11 @@ def section(path, title=None):
         v.get("feedfs", "?"), v.get("feedfs_version", ""), v.get("s3fs"), v.get("rclone"), v.get("s3rver"),
         v.get("node"), v.get("curl", "").split(" (")[0], v.get("python"))
     ds = m["datasets"]
-    s += "- datasets: %d MiB object; %d × %d KiB files in %d classes; %d tiny keys in %d prefixes\n" % (
+    s += "- datasets: %d MiB object; %d × %d KiB files in %d classes; %d tiny keys in %d prefixes%s\n" % (
         ds["large"]["bytes"] >> 20, ds["epoch"]["files"], ds["epoch"]["kib"], ds["epoch"]["classes"],
-        ds["tree"]["keys"], ds["tree"]["prefixes"])
+        ds["tree"]["keys"], ds["tree"]["prefixes"],
+        "; %d files of %d–%d KiB opened by path" % (ds["bypath"]["files"], ds["bypath"]["kib"][0],
+                                                     ds["bypath"]["kib"][1]) if "bypath" in ds else "")
     s += "- %d repetition(s); cells are median (min–max); † = a pass hit PASS_TIMEOUT=%gs (rate over what it read)\n" % (
         k["REPS"], k["PASS_TIMEOUT"])
     b0, b1 = m.get("busy_start", {}), m.get("busy_end", {})
@@ -471,8 +601,9 @@ def section(path, title=None):
     if m.get("skipped"):
         s += "- skipped: %s\n" % "; ".join(m["skipped"])
     s += "\n#### Targets (feedfs with defaults, same run)\n\n"
-    s += md_table(["target", "feedfs", "reference", "ratio", "verdict"], targets(a, lat > 0))
-    misses = [t for t in targets(a, lat > 0) if "MISS" in t[-1]]
+    tg = targets(a, lat > 0) + order_targets(a, lat > 0, base)
+    s += md_table(["target", "feedfs", "reference", "ratio", "verdict"], tg)
+    misses = [t for t in tg if "MISS" in t[-1]]
     if misses:
         s += "\nfeedfs **misses %d target(s)** in this run: %s.\n" % (len(misses), "; ".join(t[0] for t in misses))
     pr = paired_rows(a)
@@ -482,6 +613,13 @@ def section(path, title=None):
               "with 4 and 8 long ranges and with 8 MiB ranges 8 at a time; the best of the three is that "
               "pass's ceiling. The server's disk drifts over a long run, so this pairing is the fair ratio.\n\n")
         s += md_table(["config", "median ratio", "per repetition"], pr)
+    orr = order_rows(a)
+    if orr:
+        s += ("\n#### Loader-order prefetch: W6 with and without the order\n\n"
+              "feedfs-order is feedfs with defaults, told each pass's order with `feedfs prefetch --order` "
+              "right before it (inside the timed pass); files/s, median of the repetitions.\n\n")
+        s += md_table(["variant", "phase", "feedfs-order", "feedfs", "best rclone", "best s3fs",
+                       "feedfs-order / rclone", "feedfs-order / feedfs", "of the ceiling"], orr)
     rr = ratio_rows(a)
     if rr:
         s += "\n#### feedfs against the best peer and the ceiling\n\n"
@@ -508,7 +646,7 @@ def section(path, title=None):
     if made:
         s += "\n#### Charts\n\n"
         for w, p in made:
-            s += "![%s](%s)\n\n" % ("W%d" % w if w != 6 else "peak RSS", os.path.relpath(p, ROOT))
+            s += "![%s](%s)\n\n" % ("W%d" % w if w != "rss" else "peak RSS", os.path.relpath(p, ROOT))
     return s, a
 
 
@@ -552,8 +690,11 @@ def main():
     body = ""
     in_subsets = os.path.dirname(given) == os.path.join(RESULTS, "subsets")
     runs = pick_runs(None if in_subsets else given)
-    for p in runs:
-        sec, a = section(p)
+    base = None
+    for p in runs:      # the run without latency first (pick_runs' order)
+        sec, a = section(p, base=base)
+        if not load(p)["meta"]["knobs"].get("LATENCY_MS"):
+            base = a
         body += sec + "\n"
         if p == given:
             print(sec)

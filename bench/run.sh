@@ -3,9 +3,9 @@
 #
 #   bench/run.sh                       full run (datasets created once, cached in build/bench/data)
 #   QUICK=1 bench/run.sh               small smoke run (~5 min)
-#   LATENCY_MS=20 bench/run.sh         workloads 1, 2, 5 behind a 20 ms first-byte proxy
+#   LATENCY_MS=20 bench/run.sh         workloads 1, 2, 5, 6 behind a 20 ms first-byte proxy
 #
-# Knobs (env): QUICK, SIZE_SCALE, REPS, CONTENDERS=feedfs,s3fs,rclone, WORKLOADS=1,2,3,4,5,
+# Knobs (env): QUICK, SIZE_SCALE, REPS, CONTENDERS=feedfs,s3fs,rclone, WORKLOADS=1,2,3,4,5,6,
 # LATENCY_MS, BW_MBPS, PASS_TIMEOUT, RAND_SECONDS, MAX_MINUTES, PREPARE_ONLY, DIRECT_SEED,
 # FEEDFS, S3RVER, NO_APT=1.
 # See bench/README.md. Needs root (drop_caches, FUSE mounts, apt-get).

@@ -1,0 +1,325 @@
+"""feedfs — talk to a running feedfs mount from Python (standard library only).
+
+DESIGN
+Every feedfs mount has a control socket (include/feedfs/ctl.h): a unix stream
+socket at ctl_socket_path(mount point), only the daemon's uid may connect.
+Requests are one line, "VERB ARGS\\n"; replies are "OK ...\\n" or
+"ERR <errno>\\n". This module finds that socket the way the C client does
+(src/cli/mounts.c, src/ctl/ctl.c) and speaks two verbs:
+
+  O <count> <nbytes>\\n + payload   the loader's order: count paths relative
+                                   to the mount root, each ended by "\\n";
+                                   "O 0 0\\n" clears it. Reply "OK <count>\\n".
+  S json\\n                         the mount's counters. Reply "OK <n>\\n" and
+                                   n bytes of JSON.
+
+One connection per call, opened and closed inside it, so the helpers are safe
+to call from any thread or process. Paths are checked here with the daemon's
+own rules before anything is sent, so a bad path is a ValueError naming it,
+not a bare "ERR 22" from the daemon. feedfs.torch holds the sampler wrappers;
+it is imported on first use (`feedfs.torch`), so `import feedfs` never
+imports torch.
+"""
+import errno
+import json
+import os
+import socket
+
+__all__ = ["control_socket", "mount_point", "send_order", "clear_order", "stats",
+           "ORDER_MAX_PATHS", "ORDER_MAX_BYTES"]
+
+# The daemon's bounds on one order (the O verb): over either it answers
+# "ERR 7" (E2BIG) and closes the connection.
+ORDER_MAX_PATHS = 1 << 22
+ORDER_MAX_BYTES = 512 << 20
+
+MOUNTINFO = "/proc/self/mountinfo"
+FSTYPE = "fuse.feedfs"
+TIMEOUT_S = 30.0
+_REPLY_LINE_MAX = 256
+_STATS_REPLY_MAX = 16 << 20     # what `feedfs stats` accepts, too
+
+_FNV1A64_INIT = 0xcbf29ce484222325
+_FNV1A64_PRIME = 0x100000001b3
+
+
+def _fnv1a64(data, h=_FNV1A64_INIT):
+    """FNV-1a 64 of bytes, as util_fnv1a64 (src/util/hash.c)."""
+    for b in data:
+        h = ((h ^ b) * _FNV1A64_PRIME) & 0xffffffffffffffff
+    return h
+
+
+def _unescape_octal(field):
+    """mountinfo writes ' ', '\\t', '\\n' and '\\\\' as \\ooo; undo that (bytes)."""
+    out = bytearray()
+    i, n = 0, len(field)
+    while i < n:
+        c = field[i:i + 4]
+        if (len(c) == 4 and c[0] == 0x5c and 0x30 <= c[1] <= 0x33 and 0x30 <= c[2] <= 0x37
+                and 0x30 <= c[3] <= 0x37):
+            out.append((c[1] - 0x30) * 64 + (c[2] - 0x30) * 8 + (c[3] - 0x30))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return bytes(out)
+
+
+def _feedfs_mounts(mountinfo=MOUNTINFO):
+    """The mount points (bytes, unescaped) of every fuse.feedfs line of mountinfo."""
+    out = []
+    with open(mountinfo, "rb") as f:
+        for line in f:
+            # id parent major:minor root MOUNTPOINT opts [optional...] - FSTYPE ...
+            fields = line.split()
+            if len(fields) < 5 or b"-" not in fields[5:]:
+                continue
+            sep = fields.index(b"-", 5)
+            if sep + 1 < len(fields) and fields[sep + 1] == FSTYPE.encode():
+                out.append(_unescape_octal(fields[4]))
+    return out
+
+
+def _longest_mount(abs_path, mounts):
+    """The longest of mounts (bytes) that is abs_path or a directory above it; None if none."""
+    best = None
+    for mp in mounts:
+        pre = b"" if mp == b"/" else mp
+        if abs_path == mp or abs_path.startswith(pre + b"/"):
+            if best is None or len(mp) > len(best):
+                best = mp
+    return best
+
+
+def mount_point(path, mountinfo=MOUNTINFO):
+    """The mount point (str) of the feedfs mount that holds path.
+
+    path may be the mount point or anything under it; it is resolved with
+    os.path.realpath first. The answer is the longest fuse.feedfs mount point
+    in /proc/self/mountinfo that contains it, with mountinfo's \\ooo escapes
+    undone. Raises OSError(ENOENT) when path is on no feedfs mount."""
+    abs_path = os.fsencode(os.path.realpath(path))
+    mp = _longest_mount(abs_path, _feedfs_mounts(mountinfo))
+    if mp is None:
+        raise OSError(errno.ENOENT, "%s is not a feedfs mount" % os.fsdecode(path))
+    return os.fsdecode(mp)
+
+
+def _runtime_dir():
+    """Where the daemon keeps its sockets (runtime_dir in src/ctl/ctl.c)."""
+    if os.geteuid() == 0:
+        return "/run/feedfs"
+    x = os.environ.get("XDG_RUNTIME_DIR", "")
+    if x.startswith("/"):
+        return x + "/feedfs"
+    return "/tmp/feedfs-%d" % os.geteuid()
+
+
+def _socket_for_mount(mp):
+    """ctl_socket_path(mp): "<runtime dir>/ctl-%016x.sock" of FNV-1a-64(mp)."""
+    return "%s/ctl-%016x.sock" % (_runtime_dir(), _fnv1a64(os.fsencode(mp)))
+
+
+def control_socket(path):
+    """The control socket path (str) of the feedfs mount holding path.
+
+    The mount point is found as mount_point() does; the socket is
+    "ctl-<16 hex digits>.sock", the digits the FNV-1a-64 of the mount point's
+    bytes, in /run/feedfs when the euid is 0, else in $XDG_RUNTIME_DIR/feedfs
+    when that is absolute, else in /tmp/feedfs-<uid>: the daemon's own rule.
+    Only the daemon's uid may connect to it. Raises OSError(ENOENT) when path
+    is on no feedfs mount."""
+    return _socket_for_mount(mount_point(path))
+
+
+# ---- paths ------------------------------------------------------------------
+
+def _check_rel(rel, shown):
+    """Refuse what the daemon refuses (ERR 22): the message names the path."""
+    # The common case in a few substring scans (an order may hold millions):
+    # no "", "." or ".." segment can hide in a path that passes them.
+    if (rel and rel[0] not in b"/." and rel[-1] != 0x2f and b"/." not in rel and b"//" not in rel
+            and b"\0" not in rel and b"\n" not in rel):
+        return
+    if not rel:
+        raise ValueError("feedfs order: empty path (%r)" % (shown,))
+    if b"\0" in rel:
+        raise ValueError("feedfs order: path %r holds a NUL byte" % (shown,))
+    if b"\n" in rel:
+        raise ValueError("feedfs order: path %r holds a newline" % (shown,))
+    if rel.startswith(b"/"):
+        raise ValueError("feedfs order: path %r is absolute but not under the mount" % (shown,))
+    for seg in rel.split(b"/"):
+        if seg == b"..":
+            raise ValueError("feedfs order: path %r has a '..' segment (it could leave the mount)"
+                             % (shown,))
+        if seg in (b"", b"."):
+            raise ValueError("feedfs order: path %r has an empty or '.' segment" % (shown,))
+
+
+def _roots(mountpoint):
+    """The prefixes an absolute path of this mount may start with (bytes, no
+    trailing '/' unless "/"): the mount point as mountinfo has it, and the
+    caller's spelling of it when that is the mount root by another name (a
+    symlink). Absolute paths are matched as strings, never resolved: resolving
+    would look every name up through the mount, the cost the order saves."""
+    mp = mount_point(mountpoint)
+    roots = [os.fsencode(mp)]
+    given = os.fsencode(os.path.abspath(mountpoint))
+    if given not in roots and os.path.realpath(mountpoint) == os.path.realpath(mp):
+        roots.append(given)
+    return roots
+
+
+def _relative(p, roots):
+    """One path of an order as the bytes sent (mount-relative, no newline)."""
+    b = os.fsencode(p)
+    if b.startswith(b"/"):
+        for r in roots:
+            pre = b"" if r == b"/" else r
+            if b.startswith(pre + b"/"):
+                rel = b[len(pre) + 1:]
+                _check_rel(rel, p)
+                return rel
+        raise ValueError("feedfs order: %r is not under the mount point %s"
+                         % (p, os.fsdecode(roots[0])))
+    _check_rel(b, p)
+    return b
+
+
+def encode_paths(mountpoint, paths):
+    """paths (str, bytes or os.PathLike; absolute under the mount or relative
+    to its root) -> list of bytes, each mount-relative and ended by "\\n", in
+    the same order. Raises ValueError on the first path the daemon would
+    refuse. The samplers use it once and join the result every epoch."""
+    roots = _roots(mountpoint)
+    return [_relative(p, roots) + b"\n" for p in paths]
+
+
+# ---- the socket -------------------------------------------------------------
+
+def _connect(mountpoint, timeout):
+    path = control_socket(mountpoint)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+    except OSError as e:
+        s.close()
+        raise OSError(e.errno, "cannot reach the feedfs daemon of %s at %s: %s (is it yours? the "
+                      "socket is its uid's only)" % (mountpoint, path, e.strerror)) from e
+    return s
+
+
+def _read_line(s, buf):
+    """One reply line (str, without "\\n") and what followed it (bytes)."""
+    while b"\n" not in buf:
+        if len(buf) > _REPLY_LINE_MAX:
+            raise OSError(errno.EPROTO, "feedfs daemon: reply line too long")
+        got = s.recv(4096)
+        if not got:
+            raise OSError(errno.EPROTO, "feedfs daemon closed the connection without a reply")
+        buf += got
+    line, _, rest = buf.partition(b"\n")
+    return line.decode("ascii", "replace"), rest
+
+
+def _reply_ok(line, what, mountpoint):
+    """The text after "OK " of a reply, or the OSError the reply means."""
+    if line.startswith("OK ") or line == "OK":
+        return line[3:]
+    if line.startswith("ERR "):
+        try:
+            e = int(line[4:])
+        except ValueError:
+            e = errno.EPROTO
+        raise OSError(e, "feedfs daemon of %s refused %s: %s" % (mountpoint, what, os.strerror(e)))
+    raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to %s" % (mountpoint, line, what))
+
+
+def _send_order_payload(mountpoint, lines, timeout=TIMEOUT_S):
+    """Send lines (bytes each ended by "\\n", already checked) as one order."""
+    count = len(lines)
+    payload = b"".join(lines)
+    if count > ORDER_MAX_PATHS or len(payload) > ORDER_MAX_BYTES:
+        raise OSError(errno.E2BIG, "feedfs order: %d paths, %d bytes: over the daemon's bounds "
+                      "(%d paths, %d bytes)" % (count, len(payload), ORDER_MAX_PATHS, ORDER_MAX_BYTES))
+    with _connect(mountpoint, timeout) as s:
+        s.sendall(b"O %d %d\n" % (count, len(payload)))
+        try:
+            if payload:
+                s.sendall(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass            # the daemon refused early and closed: its ERR line is still there
+        line, _ = _read_line(s, b"")
+    got = _reply_ok(line, "the order" if count else "clearing the order", mountpoint)
+    try:
+        return int(got)
+    except ValueError:
+        raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to the order"
+                      % (mountpoint, line)) from None
+
+
+def send_order(mountpoint, paths, timeout=TIMEOUT_S):
+    """Tell the mount the order in which the loader will open paths; returns
+    the number of paths the daemon accepted.
+
+    mountpoint is the mount point or any path inside the mount (it is used to
+    find the mount). Each path is absolute under the mount point, or relative
+    to the mount root (not to the current directory); str, bytes or
+    os.PathLike. What is sent, on one new connection, is exactly
+    "O <count> <nbytes>\\n" then the count paths, mount-relative, each ended
+    by "\\n" (nbytes bytes in all). The daemon answers "OK <count>\\n" as soon
+    as it has stored the list (it resolves names in the background) and this
+    order replaces the mount's previous one. An empty paths sends "O 0 0\\n",
+    which clears the order.
+
+    Raises ValueError, before anything is sent, for a path the daemon refuses
+    (empty, NUL or newline in it, a "", "." or ".." segment, absolute but not
+    under the mount); OSError(E2BIG) for more than ORDER_MAX_PATHS paths or
+    ORDER_MAX_BYTES bytes; OSError(errno) for the daemon's "ERR <errno>"; and
+    OSError when the mount or its daemon cannot be reached."""
+    return _send_order_payload(mountpoint, encode_paths(mountpoint, paths), timeout)
+
+
+def clear_order(mountpoint, timeout=TIMEOUT_S):
+    """Drop the mount's order: sends "O 0 0\\n"; the daemon frees what it
+    fetched ahead for it at once. Returns 0. Raises OSError as send_order."""
+    return _send_order_payload(mountpoint, [], timeout)
+
+
+def stats(mountpoint, timeout=TIMEOUT_S):
+    """The mount's counters as a dict (what `feedfs stats --json` prints).
+
+    Sends "S json\\n"; the daemon answers "OK <n>\\n" and n bytes of JSON.
+    The order's counters are in the group "order" (orders, paths, resolved,
+    missing, fetched, hits, wasted, consumed) on a daemon that has them.
+    Raises OSError for "ERR <errno>" or when the daemon cannot be reached."""
+    with _connect(mountpoint, timeout) as s:
+        s.sendall(b"S json\n")
+        line, rest = _read_line(s, b"")
+        got = _reply_ok(line, "the stats request", mountpoint)
+        try:
+            n = int(got)
+        except ValueError:
+            n = -1
+        if not 0 <= n <= _STATS_REPLY_MAX:
+            raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to the stats request"
+                          % (mountpoint, line))
+        while len(rest) < n:
+            got = s.recv(min(1 << 20, n - len(rest)))
+            if not got:
+                raise OSError(errno.EPROTO, "feedfs daemon of %s closed the stats reply after %d of "
+                              "%d bytes" % (mountpoint, len(rest), n))
+            rest += got
+    return json.loads(rest[:n].decode("utf-8"))
+
+
+def __getattr__(name):
+    # `import feedfs; feedfs.torch.OrderedSampler(...)` without importing
+    # torch (or feedfs.torch) on `import feedfs`.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(__name__ + ".torch")
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
