@@ -91,10 +91,13 @@ class OrderedSampler(_Ordered):
     root (for torchvision's ImageFolder: [p for p, _ in ds.samples]).
     mountpoint: the mount point or a path inside the mount.
 
-    Each call of iter() draws the epoch: list(sampler); sends, on one new
-    connection to the mount's control socket, "O <count> <nbytes>\\n" and the
-    drawn indices' paths, mount-relative, one per line, in the drawn order;
-    and returns an iterator over those same indices. Nothing is sent at
+    Each iteration, at its first next() (so before the first file is
+    opened, and not for an iterator that is dropped unused, as torch's
+    multi-worker DataLoader does with one per epoch), draws the epoch:
+    list(sampler); sends, on one new connection to the mount's control
+    socket, "O <count> <nbytes>\\n" and the drawn indices' paths,
+    mount-relative, one per line, in the drawn order; and then yields those
+    same indices. Nothing is sent at
     construction (the paths are only checked: ValueError for a path the
     daemon would refuse) nor while the indices are consumed.
 
@@ -108,19 +111,22 @@ class OrderedSampler(_Ordered):
         self.sampler = sampler
 
     def __iter__(self):
+        # A generator: nothing is drawn or sent until the first index is
+        # asked for. torch's multi-worker DataLoader creates (and drops) one
+        # sampler iterator more than it uses per epoch; that one costs nothing.
         indices = list(self._inner)
         self._send(indices)
-        return iter(indices)
+        yield from indices
 
 
 class OrderedBatchSampler(_Ordered):
     """The same for a batch sampler (Paddle's BatchSampler or
     DistributedBatchSampler, torch's BatchSampler): it yields batches.
 
-    Each call of iter() draws every batch of the epoch from batch_sampler;
-    sends "O <count> <nbytes>\\n" and the paths of the batches' indices,
-    flattened in batch order, one per line; and returns an iterator over the
-    same batches (the wrapped sampler's own objects). Pass it as
+    Each iteration, at its first next(), draws every batch of the epoch from
+    batch_sampler; sends "O <count> <nbytes>\\n" and the paths of the
+    batches' indices, flattened in batch order, one per line; and then yields
+    the same batches (the wrapped sampler's own objects). Pass it as
     batch_sampler= to the DataLoader. paths, mountpoint and strict are as for
     OrderedSampler; len() and set_epoch() are the wrapped sampler's. paddle is
     never imported."""
@@ -130,6 +136,7 @@ class OrderedBatchSampler(_Ordered):
         self.batch_sampler = batch_sampler
 
     def __iter__(self):
+        # A generator, as OrderedSampler's: drawn and sent at the first next().
         batches = list(self._inner)
         self._send([i for b in batches for i in b])
-        return iter(batches)
+        yield from batches

@@ -92,3 +92,37 @@ def test_order_through_the_daemon(mount, pbucket, tmp_path, feedfs_bin):
     assert feedfs.clear_order(m.path) == 0
     o = order_stats(m, {"paths": 0})
     assert o.get("paths") == 0, o
+
+
+def test_imagefolder_dataloader_with_the_ordered_sampler(mount, s3):
+    """A real torch DataLoader (2 worker processes) over torchvision's
+    ImageFolder on the mount, shuffled by RandomSampler through
+    feedfs.torch.OrderedSampler: every sample's bytes and class are the ones
+    uploaded, each file is read once per epoch, and the daemon saw the order
+    (opens of files it fetched for it)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (Debian: python3-torch)")
+    datasets = pytest.importorskip("torchvision.datasets",
+                                   reason="torchvision is not installed (Debian: python3-torchvision)")
+    import feedfs.torch as ftorch
+    b = "imagefolder-t"
+    s3.create_bucket(Bucket=b)
+    objs = {"train/c%d/%03d.jpg" % (i % 3, i): 2000 + 331 * i for i in range(60)}
+    for k, n in objs.items():
+        s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
+    m = mount(b)
+    ds = datasets.ImageFolder(m.p("train"), loader=lambda p: open(p, "rb").read())
+    assert len(ds) == len(objs) and ds.classes == ["c0", "c1", "c2"]
+    sampler = ftorch.OrderedSampler(torch.utils.data.RandomSampler(ds),
+                                    [p for p, _ in ds.samples], m.path, strict=True)
+    loader = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, sampler=sampler,
+                                         collate_fn=lambda x: x)
+    for epoch in range(2):
+        seen = {}
+        for data, label in loader:
+            seen[sha256(data)] = label
+        want = {sha256(content_for(k, n)): int(k.split("/")[1][1]) for k, n in objs.items()}
+        assert seen == want, "epoch %d: wrong bytes or classes" % epoch
+    st = feedfs_stats(m)["order"]
+    # one order per epoch: the iterator the DataLoader drops unused sends none
+    assert st["orders"] == 2 and st["consumed"] >= len(objs)
+    assert st["missing"] == 0
