@@ -801,83 +801,14 @@ def verify_large_sha(root, man, deadline):
     return {"ok": ok, "seconds": el, "error": None if ok else "sha256 mismatch on the large object"}
 
 
-def w_epoch(root, man, threads, deadline):
-    """os.walk + read every file with `threads` threads, sha256 each against the source. files/s."""
-    t0 = time.monotonic()
-    paths = []
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        for fn in files:
-            paths.append(os.path.join(d, fn))
-        if time.monotonic() > deadline:
-            break
-    t_walk = time.monotonic() - t0
-    expect = man["files"]
-    if len(paths) != len(expect):
-        raise Wrong("walk saw %d files, expected %d" % (len(paths), len(expect)))
-    random.Random(1234).shuffle(paths)       # a training loader shuffles
-    it = iter(paths)
-    lock = threading.Lock()
-    done = [0, 0]
-    errors, wrong = [], []
-    cut = len(root) + 1
-
-    def worker():
-        n = nbytes = 0
-        while True:
-            if time.monotonic() > deadline:
-                errors.append("timeout")
-                break
-            with lock:
-                p = next(it, None)
-            if p is None:
-                break
-            try:
-                with open(p, "rb", buffering=0) as f:
-                    b = f.readall()
-            except OSError as e:
-                errors.append("%s: %s" % (p[cut:], e))
-                break
-            if hashlib.sha256(b).hexdigest() != expect.get(p[cut:]):
-                wrong.append("bytes differ in %s (%d bytes read)" % (p[cut:], len(b)))
-                break
-            n += 1
-            nbytes += len(b)
-        with lock:
-            done[0] += n
-            done[1] += nbytes
-
-    ths = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ths:
-        t.start()
-    for t in ths:
-        t.join()
-    el = time.monotonic() - t0
-    if wrong:
-        raise Wrong(wrong[0])
-    res = {"value": done[0] / el, "unit": "files/s", "seconds": el, "files": done[0], "walk_s": t_walk,
-           "sha256_verified": done[0]}
-    if errors:
-        res["error"] = errors[0]
-        res["partial"] = errors[0] == "timeout"
-    return res
-
-
-def w_bypath(root, man, threads, deadline, epoch, order_fn=None):
-    """W6: open every file by its path in a seeded shuffled order (no walk, no
-    listing first: the names come from a list, as a train_list.txt gives them),
-    `threads` readers taking the next path from one shared iterator, sha256 of
-    each against the source. order_fn(root, rel_paths), when given, is told the
-    order first, inside the timed pass. files/s."""
-    rels = sorted(man["files"])
-    random.Random(4242 + epoch).shuffle(rels)
-    t0 = time.monotonic()
-    order_s = order_fn(root, rels) if order_fn else None
+def read_files(root, rels, expect, threads, deadline):
+    """`threads` readers take the next of rels (paths relative to root) from
+    one shared iterator and read it whole, sha256 checked against expect[rel].
+    Returns (files, bytes, first error or None); raises Wrong on wrong bytes."""
     it = iter(rels)
     lock = threading.Lock()
     done = [0, 0]
     errors, wrong = [], []
-    expect = man["files"]
 
     def worker():
         n = nbytes = 0
@@ -895,7 +826,7 @@ def w_bypath(root, man, threads, deadline, epoch, order_fn=None):
             except OSError as e:
                 errors.append("%s: %s" % (rel, e))
                 break
-            if hashlib.sha256(b).hexdigest() != expect[rel]:
+            if hashlib.sha256(b).hexdigest() != expect.get(rel):
                 wrong.append("bytes differ in %s (%d bytes read)" % (rel, len(b)))
                 break
             n += 1
@@ -909,17 +840,53 @@ def w_bypath(root, man, threads, deadline, epoch, order_fn=None):
         t.start()
     for t in ths:
         t.join()
-    el = time.monotonic() - t0
     if wrong:
         raise Wrong(wrong[0])
-    res = {"value": done[0] / el, "unit": "files/s", "seconds": el, "files": done[0], "bytes": done[1],
-           "sha256_verified": done[0]}
-    if order_s is not None:
-        res["order_s"] = order_s
-    if errors:
-        res["error"] = errors[0]
-        res["partial"] = errors[0] == "timeout"
+    return done[0], done[1], errors[0] if errors else None
+
+
+def files_result(files, nbytes, el, error, **extra):
+    res = {"value": files / el, "unit": "files/s", "seconds": el, "files": files, "bytes": nbytes,
+           "sha256_verified": files}
+    res.update(extra)
+    if error:
+        res["error"] = error
+        res["partial"] = error == "timeout"
     return res
+
+
+def w_epoch(root, man, threads, deadline):
+    """os.walk + read every file with `threads` threads, sha256 each against the source. files/s."""
+    t0 = time.monotonic()
+    paths = []
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        for fn in files:
+            paths.append(os.path.join(d, fn))
+        if time.monotonic() > deadline:
+            break
+    t_walk = time.monotonic() - t0
+    if len(paths) != len(man["files"]):
+        raise Wrong("walk saw %d files, expected %d" % (len(paths), len(man["files"])))
+    random.Random(1234).shuffle(paths)       # a training loader shuffles
+    cut = len(root) + 1
+    files, nbytes, err = read_files(root, [p[cut:] for p in paths], man["files"], threads, deadline)
+    return files_result(files, nbytes, time.monotonic() - t0, err, walk_s=t_walk)
+
+
+def w_bypath(root, man, threads, deadline, epoch, order_fn=None):
+    """W6: open every file by its path in a seeded shuffled order (no walk, no
+    listing first: the names come from a list, as a train_list.txt gives them),
+    `threads` readers taking the next path from one shared iterator, sha256 of
+    each against the source. order_fn(root, rel_paths), when given, is told the
+    order first, inside the timed pass. files/s."""
+    rels = sorted(man["files"])
+    random.Random(4242 + epoch).shuffle(rels)
+    t0 = time.monotonic()
+    order_s = order_fn(root, rels) if order_fn else None
+    files, nbytes, err = read_files(root, rels, man["files"], threads, deadline)
+    extra = {"order_s": order_s} if order_s is not None else {}
+    return files_result(files, nbytes, time.monotonic() - t0, err, **extra)
 
 
 def w_list(root, man, deadline):
