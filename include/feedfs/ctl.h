@@ -65,6 +65,9 @@ int ctl_server_start(const struct ctl_server_config *cfg, struct ctl_server **ou
 /* Stop accepting, cut open connections, wait for their handlers, remove the
  * socket. NULL is a no-op. */
 void ctl_server_stop(struct ctl_server *s);
+/* A listener thread's wait: 1 when lfd has a connection to accept, 0 to wait
+ * again (EINTR), -ECANCELED once stop_fd is readable (stop), or -errno. */
+int ctl_wait_listener(int lfd, int stop_fd);
 /* The peer closed, or the server is stopping (the fd was shut down). */
 int ctl_peer_gone(int fd);
 /* Parse exactly n unsigned decimals separated by single spaces. 0 or -1. */

@@ -112,19 +112,11 @@ static void *metrics_main(void *arg)
 {
 	struct ctl_metrics *m = arg;
 
-	for (;;) {
-		struct pollfd p[2] = { { .fd = m->lfd, .events = POLLIN },
-				       { .fd = m->stop_pipe[0], .events = POLLIN } };
-		int fd;
+	int r;
 
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents)
-			break;
-		fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
+	while ((r = ctl_wait_listener(m->lfd, m->stop_pipe[0])) >= 0) {
+		int fd = r > 0 ? accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC) : -1;
+
 		if (fd < 0)
 			continue;
 		serve(m, fd);

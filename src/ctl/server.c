@@ -165,23 +165,26 @@ static void accept_one(struct ctl_server *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
+int ctl_wait_listener(int lfd, int stop_fd)
+{
+	struct pollfd p[2] = { { .fd = lfd, .events = POLLIN },
+			       { .fd = stop_fd, .events = POLLIN } };
+
+	if (poll(p, 2, -1) < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (p[1].revents)
+		return -ECANCELED;
+	return 1;
+}
+
 static void *listener_main(void *arg)
 {
 	struct ctl_server *s = arg;
+	int r;
 
-	for (;;) {
-		struct pollfd p[2] = { { .fd = s->lfd, .events = POLLIN },
-				       { .fd = s->stop_pipe[0], .events = POLLIN } };
-
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (p[1].revents)
-			break;
-		accept_one(s);
-	}
+	while ((r = ctl_wait_listener(s->lfd, s->stop_pipe[0])) >= 0)
+		if (r > 0)
+			accept_one(s);
 	return NULL;
 }
 

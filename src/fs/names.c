@@ -130,6 +130,12 @@ int fs_key_path(const char *prefix, size_t prefix_len, const char *key, size_t k
 	return 0;
 }
 
+/* A name the mount cannot show, as the errno the builders answer. */
+static int name_errno(enum fs_name_verdict v)
+{
+	return v == FS_NAME_OK ? 0 : v == FS_NAME_TOO_LONG ? -ENAMETOOLONG : -EINVAL;
+}
+
 int fs_key_for_path(const char *prefix, size_t prefix_len, const char *path, size_t path_len,
 		    char **key, size_t *key_len)
 {
@@ -140,14 +146,10 @@ int fs_key_for_path(const char *prefix, size_t prefix_len, const char *path, siz
 	for (size_t i = 0; i <= path_len; i++) {
 		if (i < path_len && path[i] != '/')
 			continue;
-		switch (fs_name_check(path + s, i - s)) {
-		case FS_NAME_OK:
-			break;
-		case FS_NAME_TOO_LONG:
-			return -ENAMETOOLONG;
-		default:
-			return -EINVAL;
-		}
+		int e = name_errno(fs_name_check(path + s, i - s));
+
+		if (e < 0)
+			return e;
 		s = i + 1;
 	}
 	return fs_key(prefix, prefix_len, path, path_len, 0, key, key_len);
@@ -156,14 +158,10 @@ int fs_key_for_path(const char *prefix, size_t prefix_len, const char *path, siz
 int fs_path_join(const char *dir, size_t dir_len, const char *name, size_t name_len,
 		 char **path, size_t *path_len)
 {
-	switch (fs_name_check(name, name_len)) {
-	case FS_NAME_OK:
-		break;
-	case FS_NAME_TOO_LONG:
-		return -ENAMETOOLONG;
-	default:
-		return -EINVAL;
-	}
+	int e = name_errno(fs_name_check(name, name_len));
+
+	if (e < 0)
+		return e;
 	if (memchr(name, '/', name_len))
 		return -EINVAL;
 	return concat3(dir, dir_len, "/", dir_len ? 1 : 0, name, name_len, path, path_len);

@@ -75,6 +75,35 @@ def sha256(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def read_in_threads(m, keys, want, threads=4, timeout=180):
+    """Like a loader's workers: `threads` threads taking the files of mount m
+    in the order of keys, by path (no walk first), each read whole and
+    compared with want(key). Returns the keys whose bytes were wrong; fails
+    the test when a reader hangs."""
+    it = iter(keys)
+    lock = threading.Lock()
+    bad = []
+
+    def worker():
+        while True:
+            with lock:
+                k = next(it, None)
+            if k is None:
+                return
+            with open(m.p(k), "rb") as f:
+                got = f.read()
+            if sha256(got) != sha256(want(k)):
+                bad.append(k)
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in ts), "readers hung"
+    return bad
+
+
 def node_needs_legacy_provider():
     """--openssl-legacy-provider exists from Node 17 (OpenSSL 3); older Node refuses it."""
     try:

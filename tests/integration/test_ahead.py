@@ -9,11 +9,10 @@ always compared with what was uploaded. Nothing here asserts a time.
 
 import os
 import random
-import threading
 
 import pytest
 
-from conftest import content_for, logged_stats, settled_stats, sha256, unmount
+from conftest import content_for, logged_stats, read_in_threads, settled_stats, unmount
 from counting_proxy import CountingProxy
 
 NFILES = 150
@@ -57,29 +56,7 @@ def ahead_stats(m, proxy):
 
 def read_in_order(m, keys, threads):
     """Like a loader: a pool of threads taking the files in this order."""
-    it = iter(enumerate(keys))
-    lock = threading.Lock()
-    bad = []
-
-    def worker():
-        while True:
-            with lock:
-                nxt = next(it, None)
-            if nxt is None:
-                return
-            _, k = nxt
-            with open(m.p(k), "rb") as f:
-                got = f.read()
-            if sha256(got) != sha256(content_for(k, SIZES[k])):
-                bad.append(k)
-
-    ts = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(120)
-    assert not any(t.is_alive() for t in ts), "readers hung"
-    return bad
+    return read_in_threads(m, keys, lambda k: content_for(k, SIZES[k]), threads, timeout=120)
 
 
 def object_gets(proxy):

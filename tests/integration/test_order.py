@@ -11,11 +11,10 @@ time: waits are for counters to settle.
 import os
 import random
 import socket
-import threading
 
 import pytest
 
-from conftest import content_for, feedfs_stats, settled_stats, sha256
+from conftest import content_for, feedfs_stats, read_in_threads, settled_stats
 from counting_proxy import CountingProxy
 
 NDIRS, PER_DIR = 3, 100
@@ -67,29 +66,7 @@ def prefetch(mounter, *args):
 def read_in_order(m, keys, threads=4, expect=None):
     """Like a loader's workers: threads taking the files in this order, by
     path (no walk first). Returns the keys whose bytes were wrong."""
-    it = iter(keys)
-    lock = threading.Lock()
-    bad = []
-
-    def worker():
-        while True:
-            with lock:
-                k = next(it, None)
-            if k is None:
-                return
-            with open(m.p(k), "rb") as f:
-                got = f.read()
-            want = expect(k) if expect else content_for(k, SIZES[k])
-            if sha256(got) != sha256(want):
-                bad.append(k)
-
-    ts = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(180)
-    assert not any(t.is_alive() for t in ts), "readers hung"
-    return bad
+    return read_in_threads(m, keys, expect or (lambda k: content_for(k, SIZES[k])), threads)
 
 
 def list_requests(proxy):
