@@ -409,7 +409,8 @@ static void order_opened(void *arg, const char *key, size_t key_len)
 
 /* Loader-order prefetch: resolves names through the fs, fetches through
  * ahead, is told of every open. */
-static int start_order(struct running *r, char *msg, size_t msg_len)
+static int start_order(struct running *r, const struct rd_config *rcfg, char *msg,
+		       size_t msg_len)
 {
 	struct hint_config hc;
 	int e;
@@ -418,6 +419,8 @@ static int start_order(struct running *r, char *msg, size_t msg_len)
 	hc.ahead = r->stack.ahead;
 	hc.resolve = order_resolve;
 	hc.resolve_arg = r->fs;
+	hc.budget = r->budget;
+	hc.head_size = rd_first_window(rcfg);
 	e = hint_new(&hc, &r->hint);
 	if (e < 0) {
 		snprintf(msg, msg_len, "cannot start loader-order prefetch: %s", strerror(-e));
@@ -450,7 +453,7 @@ static int start_session(const struct options *o, struct running *r,
 		return -ENOMEM;
 	}
 	if (r->stack.ahead) {
-		int e = start_order(r, msg, msg_len);
+		int e = start_order(r, rcfg, msg, msg_len);
 
 		if (e < 0) {
 			free(mopts);

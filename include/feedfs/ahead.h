@@ -77,6 +77,12 @@ void rd_ahead_destroy(struct rd_ahead *a);
 int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
 		   uint64_t size);
 
+/* The same for the first len bytes of an object of size bytes (len <= size):
+ * the entry answers a request inside [0, len) of that object. len above the
+ * largest file is refused. */
+int rd_ahead_want_head(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
+		       uint64_t size, uint64_t len);
+
 /* The object is no longer wanted (an order hint was cleared or moved past
  * it): a held entry nobody claimed is freed now, one in flight as soon as its
  * GET ends, unless a read joins it or it is wanted again first. Counted in

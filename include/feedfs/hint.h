@@ -29,12 +29,24 @@
  * A new order or a clear replaces everything at once: every file fetched for
  * the old order and not opened is forgotten by ahead (freed now when held,
  * when its GET ends when in flight), and the old lists are freed.
+ * Streams: a distributed loader has one order per rank, all opening files
+ * through one node mount; each order names its stream (a short token, ""
+ * by default) and replaces only that stream's order. Up to HINT_MAX_STREAMS
+ * are kept, each with its own window; a new stream past that replaces the
+ * least recently used one. An open settles the first order that holds the
+ * file; one in no order counts towards every order's wander. The resolver
+ * takes one path of each stream in turn.
+ * A file larger than what ahead takes whole gets its first window
+ * (head_size: the read path's first readahead chunk, so the stream's first
+ * GET is answered from it); the ordinary sequential readahead follows.
  * Stale bytes: ahead keys entries by (key, ETag) and fetches with If-Match, a
  * read names the ETag its open saw, so a file replaced after the order is
  * never answered with the old bytes.
- * Memory: the order itself (the payload and ~48 bytes per path) is held
- * outside the read budget; the protocol bounds it (HINT_MAX_PATHS,
- * HINT_MAX_BYTES).
+ * Memory: an order (its payload, ~100 bytes per path and its keys) is
+ * charged to the read budget when hint_config.budget is set, and refused
+ * (-E2BIG) when it would take more than half of it; the protocol bounds it
+ * too (HINT_MAX_PATHS, HINT_MAX_BYTES). The charge goes back when the order
+ * is replaced or cleared.
  * Threads: hint_set_order/hint_clear from a ctl thread, hint_opened from FUSE
  * workers, the resolver thread. One mutex, hint.mu. Lock order: hint.mu ->
  * rd_ahead.mu -> rd_budget.mu; resolve is called without hint.mu (it takes
@@ -49,25 +61,33 @@
 #define HINT_MAX_PATHS (1u << 22)           /* paths in one order */
 #define HINT_MAX_BYTES (512u << 20)         /* bytes of one order's payload */
 #define HINT_ETAG_MAX 128
+#define HINT_MAX_STREAMS 64                 /* orders held at once */
+#define HINT_STREAM_MAX 64                  /* bytes of a stream name */
 
 /* Path -> object, as fs_resolve: *key malloc'd; 0, -ENOENT or -errno. */
 typedef int (*hint_resolve_fn)(void *arg, const char *path, size_t len, char **key,
 			       size_t *key_len, char *etag, size_t etag_len, uint64_t *size);
 
 struct rd_ahead;
+struct rd_budget;
 
 struct hint_config {
 	struct rd_ahead *ahead;         /* must outlive the hint */
 	hint_resolve_fn resolve;
 	void *resolve_arg;              /* must outlive the hint */
+	struct rd_budget *budget;       /* optional: orders are charged to it */
+	uint64_t head_size;             /* bytes of a file larger than ahead takes
+					 * whole fetched ahead; 0: such files are skipped */
 	unsigned window;                /* files considered ahead of `low`; 0: 256 */
 	int64_t tick_ms;                /* retry period while refused files wait; 0: 20 */
 };
 
 struct hint_stats {
 	uint64_t orders;        /* orders received (a clear is not one) */
-	uint64_t paths;         /* gauge: paths in the current order */
-	uint64_t resolved;      /* gauge: paths of the current order resolved so far */
+	uint64_t streams;       /* gauge: orders held now */
+	uint64_t paths;         /* gauge: paths in the current orders */
+	uint64_t resolved;      /* gauge: paths of the current orders resolved so far */
+	uint64_t bytes;         /* gauge: budget bytes the current orders hold */
 	uint64_t missing;       /* paths not in the bucket (skipped) */
 	uint64_t fetched;       /* files handed to ahead for an order */
 	uint64_t hits;          /* opens of a file fetched or in flight for the order */
@@ -87,18 +107,24 @@ void hint_destroy(struct hint *h);
  * (no leading '/', no empty, "." or ".." segment, no NUL); else -EINVAL.
  * Pure: for the ctl handler and the CLI alike. */
 int hint_order_check(const char *payload, size_t nbytes, size_t count);
-/* Replace the order with payload (count paths, already checked); takes the
- * malloc'd payload over (freed with the order). 0 (payload taken) or -ENOMEM
- * (payload still the caller's; the old order stays). */
-int hint_set_order(struct hint *h, char *payload, size_t nbytes, size_t count);
-/* Drop the order and everything fetched for it and not opened. */
-void hint_clear(struct hint *h);
+/* 0 when stream is a valid stream name: at most HINT_STREAM_MAX bytes of
+ * [A-Za-z0-9._-] ("" is the default stream); else -EINVAL. */
+int hint_stream_check(const char *stream);
+/* Replace stream's order with payload (count paths, already checked); takes
+ * the malloc'd payload over (freed with the order). 0 (payload taken), or
+ * (payload still the caller's; the old order stays) -EINVAL (bad stream),
+ * -E2BIG (more than half the budget) or -ENOMEM. May wait for budget. */
+int hint_set_order(struct hint *h, const char *stream, char *payload, size_t nbytes,
+		   size_t count);
+/* Drop stream's order (NULL: every stream's) and everything fetched for it
+ * and not opened. */
+void hint_clear(struct hint *h, const char *stream);
 
 /* A file was opened (any thread, no fs lock held). */
 void hint_opened(struct hint *h, const char *key, size_t key_len);
 
 void hint_get_stats(struct hint *h, struct hint_stats *out);
-/* For tests: wait (up to timeout_ms) until every path of the current order is
+/* For tests: wait (up to timeout_ms) until every path of the current orders is
  * resolved or missing. 1 when they are. */
 int hint_wait_resolved(struct hint *h, int64_t timeout_ms);
 

@@ -88,6 +88,10 @@ struct rd_config {
  * whole budget. */
 void rd_config_set_caps(struct rd_config *cfg, long ncpu, uint64_t budget);
 
+/* The first readahead chunk of a stream from offset 0 of a large object,
+ * as rd_open would set it up for cfg: what a file's first GET fetches. */
+uint64_t rd_first_window(const struct rd_config *cfg);
+
 struct rd_file;
 struct stats_hist;
 

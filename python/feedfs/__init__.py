@@ -7,9 +7,14 @@ Requests are one line, "VERB ARGS\\n"; replies are "OK ...\\n" or
 "ERR <errno>\\n". This module finds that socket the way the C client does
 (src/cli/mounts.c, src/ctl/ctl.c) and speaks two verbs:
 
-  O <count> <nbytes>\\n + payload   the loader's order: count paths relative
+  O <count> <nbytes>[ <stream>]\\n + payload
+                                   the loader's order: count paths relative
                                    to the mount root, each ended by "\\n";
-                                   "O 0 0\\n" clears it. Reply "OK <count>\\n".
+                                   it replaces the order of the same stream
+                                   (one per rank of a distributed loader;
+                                   none: the default stream). "O 0 0\\n"
+                                   clears every order, "O 0 0 <stream>\\n"
+                                   one. Reply "OK <count>\\n".
   S json\\n                         the mount's counters. Reply "OK <n>\\n" and
                                    n bytes of JSON.
 
@@ -26,12 +31,15 @@ import os
 import socket
 
 __all__ = ["control_socket", "mount_point", "send_order", "clear_order", "stats",
-           "ORDER_MAX_PATHS", "ORDER_MAX_BYTES"]
+           "ORDER_MAX_PATHS", "ORDER_MAX_BYTES", "STREAM_MAX"]
 
 # The daemon's bounds on one order (the O verb): over either it answers
 # "ERR 7" (E2BIG) and closes the connection.
 ORDER_MAX_PATHS = 1 << 22
 ORDER_MAX_BYTES = 512 << 20
+# A stream name: 1 to STREAM_MAX bytes of [A-Za-z0-9._-].
+STREAM_MAX = 64
+_STREAM_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 MOUNTINFO = "/proc/self/mountinfo"
 FSTYPE = "fuse.feedfs"
@@ -238,15 +246,26 @@ def _reply_ok(line, what, mountpoint):
     raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to %s" % (mountpoint, line, what))
 
 
-def _send_order_payload(mountpoint, lines, timeout=TIMEOUT_S):
+def _stream_bytes(stream):
+    """The stream name as sent (b"" for the default stream), or ValueError."""
+    if stream is None:
+        return b""
+    b = stream.encode() if isinstance(stream, str) else bytes(stream)
+    if not 1 <= len(b) <= STREAM_MAX or not set(b) <= _STREAM_CHARS:
+        raise ValueError("feedfs: stream name %r: 1 to %d of [A-Za-z0-9._-]" % (stream, STREAM_MAX))
+    return b
+
+
+def _send_order_payload(mountpoint, lines, timeout=TIMEOUT_S, stream=None):
     """Send lines (bytes each ended by "\\n", already checked) as one order."""
+    sb = _stream_bytes(stream)
     count = len(lines)
     payload = b"".join(lines)
     if count > ORDER_MAX_PATHS or len(payload) > ORDER_MAX_BYTES:
         raise OSError(errno.E2BIG, "feedfs order: %d paths, %d bytes: over the daemon's bounds "
                       "(%d paths, %d bytes)" % (count, len(payload), ORDER_MAX_PATHS, ORDER_MAX_BYTES))
     with _connect(mountpoint, timeout) as s:
-        s.sendall(b"O %d %d\n" % (count, len(payload)))
+        s.sendall(b"O %d %d%s\n" % (count, len(payload), b" " + sb if sb else b""))
         try:
             if payload:
                 s.sendall(payload)
@@ -261,7 +280,7 @@ def _send_order_payload(mountpoint, lines, timeout=TIMEOUT_S):
                       % (mountpoint, line)) from None
 
 
-def send_order(mountpoint, paths, timeout=TIMEOUT_S):
+def send_order(mountpoint, paths, timeout=TIMEOUT_S, stream=None):
     """Tell the mount the order in which the loader will open paths; returns
     the number of paths the daemon accepted.
 
@@ -272,29 +291,36 @@ def send_order(mountpoint, paths, timeout=TIMEOUT_S):
     "O <count> <nbytes>\\n" then the count paths, mount-relative, each ended
     by "\\n" (nbytes bytes in all). The daemon answers "OK <count>\\n" as soon
     as it has stored the list (it resolves names in the background) and this
-    order replaces the mount's previous one. An empty paths sends "O 0 0\\n",
-    which clears the order.
+    order replaces the mount's previous one of the same stream. stream (None:
+    the default stream) names the order, as " <stream>" after nbytes: the
+    ranks of a distributed loader sharing one mount each send their own (e.g.
+    "rank3"), and the daemon keeps each rank's window. An empty paths sends
+    "O 0 0[ <stream>]\\n", which clears the stream's order (every order
+    when stream is None).
 
     Raises ValueError, before anything is sent, for a path the daemon refuses
     (empty, NUL or newline in it, a "", "." or ".." segment, absolute but not
     under the mount); OSError(E2BIG) for more than ORDER_MAX_PATHS paths or
     ORDER_MAX_BYTES bytes; OSError(errno) for the daemon's "ERR <errno>"; and
     OSError when the mount or its daemon cannot be reached."""
-    return _send_order_payload(mountpoint, encode_paths(mountpoint, paths), timeout)
+    return _send_order_payload(mountpoint, encode_paths(mountpoint, paths), timeout, stream)
 
 
-def clear_order(mountpoint, timeout=TIMEOUT_S):
-    """Drop the mount's order: sends "O 0 0\\n"; the daemon frees what it
-    fetched ahead for it at once. Returns 0. Raises OSError as send_order."""
-    return _send_order_payload(mountpoint, [], timeout)
+def clear_order(mountpoint, timeout=TIMEOUT_S, stream=None):
+    """Drop the mount's orders: sends "O 0 0\\n" (with stream: "O 0 0
+    <stream>\\n", that stream's only); the daemon frees what it fetched ahead
+    for them at once. Returns 0. Raises ValueError for a bad stream name and
+    OSError as send_order."""
+    return _send_order_payload(mountpoint, [], timeout, stream)
 
 
 def stats(mountpoint, timeout=TIMEOUT_S):
     """The mount's counters as a dict (what `feedfs stats --json` prints).
 
     Sends "S json\\n"; the daemon answers "OK <n>\\n" and n bytes of JSON.
-    The order's counters are in the group "order" (orders, paths, resolved,
-    missing, fetched, hits, wasted, consumed) on a daemon that has them.
+    The order's counters are in the group "order" (orders, streams, paths,
+    resolved, bytes, missing, fetched, hits, wasted, consumed) on a daemon
+    that has them.
     Raises OSError for "ERR <errno>" or when the daemon cannot be reached."""
     with _connect(mountpoint, timeout) as s:
         s.sendall(b"S json\n")

@@ -13,10 +13,11 @@ process, whatever num_workers is), so one order is sent per epoch, from
 there; workers only open files. The paths are checked and encoded once, at
 construction; each epoch only joins them.
 
-The mount keeps one order: a new one replaces the old. With
-DistributedSampler every rank sends the order of its own shard, which suits
-one mount per rank (or per node with one rank); ranks that share one mount
-replace each other's orders, and the mount follows the last one sent.
+A new order replaces the old one of the same stream. With a distributed
+sampler (torch's DistributedSampler, Paddle's DistributedBatchSampler, or a
+batch sampler over one) every rank sends the order of its own shard as the
+stream "rank<N>", so ranks sharing one node mount each keep their window;
+stream= overrides the name (None: the default stream).
 
 torch is not needed: OrderedSampler derives from torch.utils.data.Sampler
 when torch can be imported (so isinstance checks pass) and from object
@@ -35,13 +36,36 @@ except Exception:  # noqa: BLE001 - no torch (or a broken one): any iterable wor
 __all__ = ["OrderedSampler", "OrderedBatchSampler"]
 
 
+_AUTO = object()
+
+
+def _rank_of(sampler):
+    """The rank a distributed sampler draws for (torch: rank/num_replicas;
+    Paddle: local_rank/nranks), looking through one level of batch sampler;
+    None for any other sampler."""
+    for obj in (sampler, getattr(sampler, "sampler", None),
+                getattr(sampler, "batch_sampler", None)):
+        if obj is None:
+            continue
+        for rank, size in (("rank", "num_replicas"), ("local_rank", "nranks")):
+            r = getattr(obj, rank, None)
+            if isinstance(r, int) and isinstance(getattr(obj, size, None), int):
+                return r
+    return None
+
+
 class _Ordered(_Base):
     """What both wrappers share: the encoded paths, the send, delegation."""
 
-    def __init__(self, inner, paths, mountpoint, strict):
+    def __init__(self, inner, paths, mountpoint, strict, stream):
         self._inner = inner
         self.mountpoint = mountpoint
         self.strict = strict
+        if stream is _AUTO:
+            rank = _rank_of(inner)
+            stream = None if rank is None else "rank%d" % rank
+        feedfs._stream_bytes(stream)    # a bad name fails here, not at the first epoch
+        self.stream = stream
         self._lines = feedfs.encode_paths(mountpoint, paths)
         self._warned = False
         self.sent = 0           # paths the daemon accepted for the last epoch
@@ -54,7 +78,7 @@ class _Ordered(_Base):
             raise IndexError("feedfs: the sampler drew an index past the %d paths given"
                              % len(lines)) from None
         try:
-            self.sent = feedfs._send_order_payload(self.mountpoint, order)
+            self.sent = feedfs._send_order_payload(self.mountpoint, order, stream=self.stream)
         except OSError as e:
             self.sent = 0
             if self.strict:
@@ -101,13 +125,17 @@ class OrderedSampler(_Ordered):
     construction (the paths are only checked: ValueError for a path the
     daemon would refuse) nor while the indices are consumed.
 
+    stream: the order's stream name; by default "rank<N>" for a distributed
+    sampler (its rank) and the default stream otherwise (None). The header
+    is then "O <count> <nbytes> <stream>\\n". A bad name is a ValueError here.
+
     strict=False (default): when the order cannot be sent (daemon unreachable,
     "ERR <errno>"), warn once and yield the indices anyway, since the order
     only makes reading faster; strict=True raises the OSError instead.
     len() is the wrapped sampler's; set_epoch() is forwarded to it."""
 
-    def __init__(self, sampler, paths, mountpoint, strict=False):
-        super().__init__(sampler, paths, mountpoint, strict)
+    def __init__(self, sampler, paths, mountpoint, strict=False, stream=_AUTO):
+        super().__init__(sampler, paths, mountpoint, strict, stream)
         self.sampler = sampler
 
     def __iter__(self):
@@ -128,11 +156,12 @@ class OrderedBatchSampler(_Ordered):
     batches' indices, flattened in batch order, one per line; and then yields
     the same batches (the wrapped sampler's own objects). Pass it as
     batch_sampler= to the DataLoader. paths, mountpoint and strict are as for
-    OrderedSampler; len() and set_epoch() are the wrapped sampler's. paddle is
+    OrderedSampler, and so is stream (Paddle's DistributedBatchSampler: its
+    local_rank); len() and set_epoch() are the wrapped sampler's. paddle is
     never imported."""
 
-    def __init__(self, batch_sampler, paths, mountpoint, strict=False):
-        super().__init__(batch_sampler, paths, mountpoint, strict)
+    def __init__(self, batch_sampler, paths, mountpoint, strict=False, stream=_AUTO):
+        super().__init__(batch_sampler, paths, mountpoint, strict, stream)
         self.batch_sampler = batch_sampler
 
     def __iter__(self):

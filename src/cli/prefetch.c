@@ -2,7 +2,8 @@
  * prefetch — `feedfs prefetch --order FILE MOUNTPOINT` hands a training
  * loader's file order to the mount's daemon (the O verb of its control
  * socket, src/ctl/order.c), which then keeps a window of those files fetched
- * ahead of the loader (hint.h); `--clear` drops the order.
+ * ahead of the loader (hint.h); `--clear` drops the order. `--stream NAME`
+ * names the order's stream (one per rank of a distributed loader).
  *
  * FILE has one path per line ('-': stdin), relative to the mount root or
  * absolute under MOUNTPOINT (made relative here); blank lines are skipped.
@@ -26,13 +27,18 @@
 #define CMD "feedfs prefetch"
 
 static const char prefetch_usage[] =
-	"usage: feedfs prefetch --order FILE MOUNTPOINT\n"
-	"       feedfs prefetch --clear MOUNTPOINT\n"
+	"usage: feedfs prefetch --order FILE [--stream NAME] MOUNTPOINT\n"
+	"       feedfs prefetch --clear [--stream NAME] MOUNTPOINT\n"
 	"    Tells the feedfs daemon of MOUNTPOINT the order in which a loader will\n"
 	"    open files, so it fetches them ahead (within --max-memory); a new order\n"
-	"    replaces the old one. FILE: one path per line, relative to MOUNTPOINT or\n"
-	"    absolute under it; '-' reads stdin. At most 4194304 paths, 512 MiB.\n"
-	"    --clear drops the order and frees what was fetched for it.\n";
+	"    replaces the old one of the same stream. FILE: one path per line,\n"
+	"    relative to MOUNTPOINT or absolute under it; '-' reads stdin. At most\n"
+	"    4194304 paths, 512 MiB, and half of --max-memory.\n"
+	"    --stream NAME: one order per stream (e.g. rank0, rank1: the ranks of a\n"
+	"    distributed loader on one mount); NAME is up to 64 of [A-Za-z0-9._-].\n"
+	"    Without it, the default stream.\n"
+	"    --clear drops the stream's order (without --stream: every order) and\n"
+	"    frees what was fetched for it.\n";
 
 struct payload {
 	char *buf;
@@ -118,13 +124,15 @@ static int read_order(FILE *f, const char *name, const char *mnt, struct payload
 	return rc;
 }
 
-/* Send "O count nbytes" + payload; 0 and *sent, or 1 after one line. */
-static int send_order(int fd, const char *mnt, const struct payload *p, unsigned long long *sent)
+/* Send "O count nbytes[ stream]" + payload; 0 and *sent, or 1 after one line. */
+static int send_order(int fd, const char *mnt, const char *stream, const struct payload *p,
+		      unsigned long long *sent)
 {
-	char hdr[64], line[64];
+	char hdr[64 + HINT_STREAM_MAX], line[64];
 	int e;
 
-	snprintf(hdr, sizeof(hdr), "O %zu %zu\n", p->count, p->len);
+	snprintf(hdr, sizeof(hdr), "O %zu %zu%s%s\n", p->count, p->len, stream ? " " : "",
+		 stream ? stream : "");
 	if (util_send_all(fd, hdr, strlen(hdr)) < 0 ||
 	    (p->len && util_send_all(fd, p->buf, p->len) < 0) ||
 	    util_read_line(fd, line, sizeof(line)) < 0) {
@@ -136,13 +144,18 @@ static int send_order(int fd, const char *mnt, const struct payload *p, unsigned
 		return 0;
 	}
 	e = strncmp(line, "ERR ", 4) == 0 ? atoi(line + 4) : EPROTO;
-	fprintf(stderr, CMD ": the daemon of %s refused the order: %s\n", mnt, strerror(e));
+	if (e == E2BIG)
+		fprintf(stderr, CMD ": the daemon of %s refused the order: too large (it would "
+			"take more than half of the mount's --max-memory)\n", mnt);
+	else
+		fprintf(stderr, CMD ": the daemon of %s refused the order: %s\n", mnt,
+			strerror(e));
 	return 1;
 }
 
 int cli_prefetch_main(int argc, char **argv)
 {
-	const char *order = NULL, *mountpoint = NULL;
+	const char *order = NULL, *mountpoint = NULL, *stream = NULL;
 	struct payload p = { 0 };
 	char mnt[PATH_MAX];
 	unsigned long long sent = 0;
@@ -156,6 +169,10 @@ int cli_prefetch_main(int argc, char **argv)
 			order = argv[++i];
 		} else if (strncmp(argv[i], "--order=", 8) == 0 && argv[i][8] && !order) {
 			order = argv[i] + 8;
+		} else if (strcmp(argv[i], "--stream") == 0 && i + 1 < argc && !stream) {
+			stream = argv[++i];
+		} else if (strncmp(argv[i], "--stream=", 9) == 0 && !stream) {
+			stream = argv[i] + 9;
 		} else if (strcmp(argv[i], "--clear") == 0) {
 			clear = 1;
 		} else if ((argv[i][0] != '-' || !argv[i][1]) && !mountpoint) {
@@ -166,6 +183,11 @@ int cli_prefetch_main(int argc, char **argv)
 	}
 	if (!mountpoint || clear == !!order)
 		goto usage;
+	if (stream && (!stream[0] || hint_stream_check(stream) < 0)) {
+		fprintf(stderr, CMD ": --stream '%s': a stream name is 1 to %d of "
+			"[A-Za-z0-9._-]\n", stream, HINT_STREAM_MAX);
+		return 2;
+	}
 	fd = cli_ctl_connect(CMD, mountpoint, mnt, sizeof(mnt));
 	if (fd < 0)
 		return 1;
@@ -188,15 +210,18 @@ int cli_prefetch_main(int argc, char **argv)
 		}
 	}
 	if (!rc)
-		rc = send_order(fd, mnt, &p, &sent);
+		rc = send_order(fd, mnt, stream, &p, &sent);
 	close(fd);
 	free(p.buf);
 	if (rc)
 		return rc;
-	if (clear)
-		printf(CMD ": order cleared on %s\n", mountpoint);
+	if (clear && stream)
+		printf(CMD ": order of stream %s cleared on %s\n", stream, mountpoint);
+	else if (clear)
+		printf(CMD ": orders cleared on %s\n", mountpoint);
 	else
-		printf(CMD ": %llu paths sent to %s\n", sent, mountpoint);
+		printf(CMD ": %llu paths sent to %s%s%s\n", sent, mountpoint,
+		       stream ? ", stream " : "", stream ? stream : "");
 	return 0;
 usage:
 	fputs(prefetch_usage, stderr);

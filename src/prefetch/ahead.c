@@ -42,7 +42,8 @@ struct ah_ent {
 	char *key;                          /* key_len bytes, then the etag, NUL-terminated */
 	size_t key_len;
 	const char *etag;
-	uint64_t size;
+	uint64_t size;                      /* bytes held: [0, size) of the object */
+	uint64_t obj_size;
 	unsigned char *buf;
 	enum ah_state state;
 	int64_t done_ms;
@@ -347,12 +348,18 @@ static void ent_done(struct fetch_req *req, ssize_t result)
 int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
 		   uint64_t size)
 {
+	return rd_ahead_want_head(a, key, key_len, etag, size, size);
+}
+
+int rd_ahead_want_head(struct rd_ahead *a, const char *key, size_t key_len, const char *etag,
+		       uint64_t obj_size, uint64_t size)
+{
 	struct ah_ent *e;
 	size_t elen;
 	uint64_t freed;
 	int rc;
 
-	if (!etag || !etag[0] || size == 0 || size > a->cfg.max_file_size)
+	if (!etag || !etag[0] || size == 0 || size > obj_size || size > a->cfg.max_file_size)
 		return 0;
 	elen = strlen(etag);
 	pthread_mutex_lock(&a->mu);
@@ -391,6 +398,7 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 	e->etag = e->key + key_len + 1;
 	e->key_len = key_len;
 	e->size = size;
+	e->obj_size = obj_size;
 	e->a = a;
 	e->state = AH_INFLIGHT;
 	ent_link(a, e);
@@ -403,7 +411,7 @@ int rd_ahead_want(struct rd_ahead *a, const char *key, size_t key_len, const cha
 	/* From here the entry belongs to its GET: ent_done may run (on the fetcher's
 	 * thread) before this call returns, so e is not touched after success. */
 	e->req = (struct fetch_req){
-		.key = e->key, .key_len = key_len, .etag = e->etag, .obj_size = size,
+		.key = e->key, .key_len = key_len, .etag = e->etag, .obj_size = obj_size,
 		.off = 0, .len = (size_t)size, .buf = e->buf, .done = ent_done, .done_arg = e,
 	};
 	rc = fetcher_fetch(a->cfg.inner, &e->req);
@@ -472,7 +480,8 @@ static int ahead_fetch(struct fetcher *f, struct fetch_req *req)
 		return -ENOMEM;
 	pthread_mutex_lock(&a->mu);
 	e = ent_find(a, req->key, req->key_len, req->etag);
-	if (!e || e->size != req->obj_size || req->off > e->size || req->len > e->size - req->off) {
+	if (!e || e->obj_size != req->obj_size || req->off > e->size ||
+	    req->len > e->size - req->off) {
 		pthread_mutex_unlock(&a->mu);
 		free(c);
 		/* Not ours: the caller's own request, so its cancel reaches inner. */

@@ -17,6 +17,7 @@
 #include "feedfs/ahead.h"
 #include "feedfs/hash.h"
 #include "feedfs/log.h"
+#include "feedfs/prefetch.h"
 #include "feedfs/stats.h"
 #include "feedfs/util.h"
 
@@ -26,6 +27,7 @@
 #define HINT_WANDER_OPENS 64u   /* opens off the order in a row: stop growing */
 #define HINT_SEED 0x6f72646572ull
 #define HINT_EARLY 64u          /* opens remembered while their paths resolve */
+#define HINT_KEY_SLACK 48u      /* a resolved key's cost beyond its path: ETag, NULs */
 
 enum he_state { HE_NEW, HE_READY, HE_WANTED, HE_OPENED, HE_MISSING, HE_SKIP, HE_AGED };
 
@@ -58,22 +60,29 @@ struct hint_order {
 	uint64_t early[HINT_EARLY];
 	unsigned n_early;       /* slots written (the ring wraps) */
 	int missing_logged;
+	uint64_t id;            /* unique per hint: the resolver's check that its
+				 * order is still current after an unlocked resolve */
+	uint64_t charged;       /* budget bytes this order holds (hint_config.budget) */
+	int64_t used_ms;        /* set, or last opened: the oldest stream goes first */
+	char stream[HINT_STREAM_MAX + 1];
 };
 
 struct hint {
 	struct hint_config cfg;
 	uint64_t max_size;      /* ahead's largest file */
+	uint64_t head_size;     /* what a larger file gets: its first window */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;      /* resolver: new order, stop, tick (monotonic) */
 	pthread_cond_t done_cv; /* hint_wait_resolved */
-	struct hint_order *cur; /* under mu */
-	uint64_t gen;           /* under mu: bumped by every swap */
+	struct hint_order *cur[HINT_MAX_STREAMS];   /* under mu; NULL: a free slot */
+	uint64_t next_id;       /* under mu */
+	unsigned rr;            /* under mu: the stream the resolver serves next */
 	int stop;               /* under mu */
 	pthread_t thread;
 	struct hint_stats st;   /* under mu (paths, resolved filled by get_stats) */
 };
 
-static void order_free(struct hint_order *o)
+static void order_free(struct hint *h, struct hint_order *o)
 {
 	if (!o)
 		return;
@@ -82,7 +91,19 @@ static void order_free(struct hint_order *o)
 	free(o->ents);
 	free(o->tab);
 	free(o->payload);
+	if (o->charged)
+		rd_budget_give(h->cfg.budget, o->charged);
 	free(o);
+}
+
+/* What an order of count paths in nbytes costs, charged to the budget: the
+ * payload, the entries and the hash table now, and each resolved key with
+ * its ETag later (estimated as the path plus HINT_KEY_SLACK). */
+static uint64_t order_cost(size_t nbytes, size_t count, size_t tab_cap)
+{
+	return 2 * (uint64_t)nbytes +
+	       (uint64_t)count * (sizeof(struct hint_ent) + HINT_KEY_SLACK) +
+	       (uint64_t)tab_cap * sizeof(uint32_t) + sizeof(struct hint_order);
 }
 
 static uint64_t key_hash(const char *key, size_t key_len)
@@ -130,6 +151,14 @@ static long order_find(struct hint_order *o, const char *key, size_t key_len)
 	return best >= 0 ? best : any >= 0 ? -2 : -1;
 }
 
+/* Bytes of e fetched ahead: a file ahead takes whole, whole; a larger one
+ * its first window (the read path's first readahead chunk, so the stream's
+ * first GET is answered from it), the ordinary readahead after that. */
+static uint64_t ent_want_len(const struct hint *h, const struct hint_ent *e)
+{
+	return e->size <= h->max_size ? e->size : h->head_size;
+}
+
 /* Hand the resolved files of [low, low + window) to ahead, in order, until it
  * refuses one (hint.mu held). */
 static void order_fill_locked(struct hint *h, struct hint_order *o)
@@ -145,8 +174,8 @@ static void order_fill_locked(struct hint *h, struct hint_order *o)
 
 		if (e->state != HE_READY)
 			continue;
-		if (!rd_ahead_want(h->cfg.ahead, e->key, e->key_len, e->key + e->key_len + 1,
-				   e->size)) {
+		if (!rd_ahead_want_head(h->cfg.ahead, e->key, e->key_len,
+					e->key + e->key_len + 1, e->size, ent_want_len(h, e))) {
 			o->refused = 1;
 			pthread_cond_broadcast(&h->cv);     /* the tick retries */
 			return;
@@ -193,24 +222,55 @@ static void order_release_locked(struct hint *h, struct hint_order *o)
 		ent_drop_locked(h, &o->ents[i]);
 }
 
-/* Replace the current order with o (NULL: none); frees the old one. */
-static void order_swap(struct hint *h, struct hint_order *o)
+/* The slot of stream (NULL: none); when absent and make, a free one or the
+ * least recently used, whose order is then replaced. -1: absent. */
+static int stream_slot(struct hint *h, const char *stream, int make)
+{
+	int free_slot = -1, oldest = 0;
+
+	for (int j = 0; j < HINT_MAX_STREAMS; j++) {
+		struct hint_order *o = h->cur[j];
+
+		if (!o) {
+			if (free_slot < 0)
+				free_slot = j;
+			continue;
+		}
+		if (strcmp(o->stream, stream) == 0)
+			return j;
+		if (h->cur[oldest] == NULL || o->used_ms < h->cur[oldest]->used_ms)
+			oldest = j;
+	}
+	if (!make)
+		return -1;
+	if (free_slot < 0) {
+		log_info(TAG, "%d order streams at once: stream '%s' (least recently used) "
+			 "is replaced by '%s'", HINT_MAX_STREAMS, h->cur[oldest]->stream, stream);
+		return oldest;
+	}
+	return free_slot;
+}
+
+/* Put o (NULL: none) in slot j and free what was there: everything it
+ * fetched and nobody opened is forgotten now. */
+static void order_swap(struct hint *h, int j, struct hint_order *o)
 {
 	struct hint_order *old;
 
 	pthread_mutex_lock(&h->mu);
-	old = h->cur;
+	old = h->cur[j];
 	order_release_locked(h, old);
-	h->cur = o;
-	h->gen++;
+	h->cur[j] = o;
 	if (o) {
+		o->id = ++h->next_id;
+		o->used_ms = util_now_ms();
 		h->st.orders++;
 		order_fill_locked(h, o);        /* nothing resolved yet: usually a no-op */
 	}
 	pthread_cond_broadcast(&h->cv);
 	pthread_cond_broadcast(&h->done_cv);
 	pthread_mutex_unlock(&h->mu);
-	order_free(old);                    /* outside the lock: it may be large */
+	order_free(h, old);                 /* outside the lock: it may be large */
 }
 
 /* Store what resolving entry i gave (hint.mu held; the order is still the one
@@ -243,7 +303,8 @@ static void ent_resolved_locked(struct hint *h, struct hint_order *o, size_t i, 
 			if (i + 1 > o->top1)
 				o->top1 = i + 1;
 		} else if (e->state == HE_NEW) {
-			e->state = size && size <= h->max_size && elen ? HE_READY : HE_SKIP;
+			e->state = size && elen && (size <= h->max_size || h->head_size) ?
+				   HE_READY : HE_SKIP;
 		}
 	} else if (r == -ENOENT || r == -ENOTDIR || r == -EISDIR || r == -EINVAL ||
 		   r == -ENAMETOOLONG) {
@@ -271,7 +332,49 @@ static void ent_resolved_locked(struct hint *h, struct hint_order *o, size_t i, 
 	}
 }
 
-/* The resolver: paths of the current order in order, then the refused
+/* The order whose next path the resolver takes: the streams in turn, so
+ * that every rank's first files resolve early (hint.mu held). NULL: none. */
+static struct hint_order *resolve_pick(struct hint *h)
+{
+	for (unsigned n = 0; n < HINT_MAX_STREAMS; n++) {
+		struct hint_order *o = h->cur[(h->rr + n) % HINT_MAX_STREAMS];
+
+		if (o && o->rnext < o->n) {
+			h->rr = (h->rr + n + 1) % HINT_MAX_STREAMS;
+			return o;
+		}
+	}
+	return NULL;
+}
+
+/* Retry the fill of every order whose last pass was refused, tick_ms after
+ * it (hint.mu held). 1 when one is still waiting. */
+static int refill_due(struct hint *h)
+{
+	int64_t now = util_now_ms();
+	int waiting = 0;
+
+	for (int j = 0; j < HINT_MAX_STREAMS; j++) {
+		struct hint_order *o = h->cur[j];
+
+		if (!o || !o->refused)
+			continue;
+		if (now - o->fill_ms >= h->cfg.tick_ms)
+			order_fill_locked(h, o);
+		waiting |= o->refused;
+	}
+	return waiting;
+}
+
+static struct hint_order *order_by_id(struct hint *h, uint64_t id)
+{
+	for (int j = 0; j < HINT_MAX_STREAMS; j++)
+		if (h->cur[j] && h->cur[j]->id == id)
+			return h->cur[j];
+	return NULL;
+}
+
+/* The resolver: paths of the current orders in order, then the refused
  * files' retries on the tick. */
 static void *hint_main(void *arg)
 {
@@ -282,26 +385,22 @@ static void *hint_main(void *arg)
 	pthread_setname_np(pthread_self(), "feedfs-order");
 	pthread_mutex_lock(&h->mu);
 	while (!h->stop) {
-		struct hint_order *o = h->cur;
+		struct hint_order *o;
 		char etag[HINT_ETAG_MAX], *key = NULL;
 		size_t i, len, key_len = 0;
-		uint64_t size = 0, gen;
-		int r;
+		uint64_t size = 0, id;
+		int r, waiting;
 
-		if (!o || o->rnext >= o->n) {
-			if (o && o->refused) {
-				gen = h->gen;
+		/* A long order resolves for a while: keep retrying refused files. */
+		waiting = refill_due(h);
+		o = resolve_pick(h);
+		if (!o) {
+			if (waiting)
 				util_cond_wait_ms(&h->cv, &h->mu, h->cfg.tick_ms);
-				if (h->gen == gen && !h->stop)
-					order_fill_locked(h, o);
-			} else {
+			else
 				pthread_cond_wait(&h->cv, &h->mu);
-			}
 			continue;
 		}
-		/* A long order resolves for a while: keep retrying refused files. */
-		if (o->refused && util_now_ms() - o->fill_ms >= h->cfg.tick_ms)
-			order_fill_locked(h, o);
 		i = o->rnext++;
 		len = o->ents[i].path_len;
 		if (len + 1 > path_cap) {
@@ -316,7 +415,7 @@ static void *hint_main(void *arg)
 		}
 		memcpy(path, o->payload + o->ents[i].path_off, len);
 		path[len] = '\0';
-		gen = h->gen;
+		id = o->id;
 		pthread_mutex_unlock(&h->mu);
 
 		etag[0] = '\0';
@@ -326,7 +425,8 @@ static void *hint_main(void *arg)
 			key = NULL;
 
 		pthread_mutex_lock(&h->mu);
-		if (h->gen != gen) {            /* replaced meanwhile: o is gone */
+		o = order_by_id(h, id);
+		if (!o) {                       /* replaced meanwhile: o is gone */
 			free(key);
 			continue;
 		}
@@ -352,6 +452,7 @@ int hint_new(const struct hint_config *cfg, struct hint **out)
 	if (!h->cfg.tick_ms)
 		h->cfg.tick_ms = HINT_DEFAULT_TICK_MS;
 	h->max_size = rd_ahead_max_file_size(cfg->ahead);
+	h->head_size = cfg->head_size < h->max_size ? cfg->head_size : h->max_size;
 	pthread_mutex_init(&h->mu, NULL);
 	util_cond_init_monotonic(&h->cv);
 	util_cond_init_monotonic(&h->done_cv);
@@ -375,7 +476,8 @@ void hint_destroy(struct hint *h)
 	pthread_cond_broadcast(&h->cv);
 	pthread_mutex_unlock(&h->mu);
 	pthread_join(h->thread, NULL);
-	order_swap(h, NULL);
+	for (int j = 0; j < HINT_MAX_STREAMS; j++)
+		order_swap(h, j, NULL);
 	pthread_cond_destroy(&h->done_cv);
 	pthread_cond_destroy(&h->cv);
 	pthread_mutex_destroy(&h->mu);
@@ -412,24 +514,62 @@ int hint_order_check(const char *payload, size_t nbytes, size_t count)
 	return seen == count ? 0 : -EINVAL;
 }
 
-int hint_set_order(struct hint *h, char *payload, size_t nbytes, size_t count)
+int hint_stream_check(const char *stream)
 {
-	struct hint_order *o = calloc(1, sizeof(*o));
-	size_t cap = 16, off = 0;
+	size_t n = strlen(stream);
 
-	if (!o)
-		return -ENOMEM;
+	if (n > HINT_STREAM_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)stream[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		      (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int hint_set_order(struct hint *h, const char *stream, char *payload, size_t nbytes,
+		   size_t count)
+{
+	struct hint_order *o;
+	size_t cap = 16, off = 0;
+	uint64_t cost;
+	int j, e;
+
+	if (hint_stream_check(stream) < 0)
+		return -EINVAL;
 	while (cap < 2 * count)
 		cap <<= 1;
-	o->ents = calloc(count ? count : 1, sizeof(*o->ents));
-	o->tab = calloc(cap, sizeof(*o->tab));
-	if (!o->ents || !o->tab) {
-		free(o->ents);
-		free(o->tab);
+	cost = order_cost(nbytes, count, cap);
+	if (h->cfg.budget) {
+		/* Bounded with everything else the mount holds. More than half
+		 * of it would starve the reads the order is for. */
+		if (cost > rd_budget_max(h->cfg.budget) / 2)
+			return -E2BIG;
+		e = rd_budget_take(h->cfg.budget, cost, 1);
+		if (e < 0)
+			return e;
+	}
+	o = calloc(1, sizeof(*o));
+	if (o) {
+		o->ents = calloc(count ? count : 1, sizeof(*o->ents));
+		o->tab = calloc(cap, sizeof(*o->tab));
+	}
+	if (!o || !o->ents || !o->tab) {
+		if (o) {
+			free(o->ents);
+			free(o->tab);
+		}
 		free(o);
+		if (h->cfg.budget)
+			rd_budget_give(h->cfg.budget, cost);
 		return -ENOMEM;
 	}
+	o->charged = h->cfg.budget ? cost : 0;
 	o->tab_mask = cap - 1;
+	strcpy(o->stream, stream);
 	for (size_t i = 0; i < count && off < nbytes; i++) {
 		char *nl = memchr(payload + off, '\n', nbytes - off);
 		size_t len = nl ? (size_t)(nl - (payload + off)) : nbytes - off;
@@ -442,36 +582,39 @@ int hint_set_order(struct hint *h, char *payload, size_t nbytes, size_t count)
 		off += len + 1;
 	}
 	o->payload = payload;
-	order_swap(h, o);
+	pthread_mutex_lock(&h->mu);
+	j = stream_slot(h, stream, 1);
+	pthread_mutex_unlock(&h->mu);
+	/* Two orders for one new stream at once could pick one free slot each;
+	 * orders come from one control connection per loader, so the cost of
+	 * that race is a duplicate stream until it is replaced, never a leak. */
+	order_swap(h, j, o);
 	return 0;
 }
 
-void hint_clear(struct hint *h)
+void hint_clear(struct hint *h, const char *stream)
 {
-	order_swap(h, NULL);
+	for (int j = 0; j < HINT_MAX_STREAMS; j++) {
+		int match;
+
+		pthread_mutex_lock(&h->mu);
+		match = h->cur[j] && (!stream || strcmp(h->cur[j]->stream, stream) == 0);
+		pthread_mutex_unlock(&h->mu);
+		if (match)
+			order_swap(h, j, NULL);
+	}
 }
 
-void hint_opened(struct hint *h, const char *key, size_t key_len)
+/* An open of key against order o: 1 when it was o's (hint.mu held). */
+static int order_opened_locked(struct hint *h, struct hint_order *o, const char *key,
+			       size_t key_len)
 {
-	struct hint_order *o;
-	long i;
+	long i = order_find(o, key, key_len);
 
-	pthread_mutex_lock(&h->mu);
-	o = h->cur;
-	if (!o) {
-		pthread_mutex_unlock(&h->mu);
-		return;
-	}
-	i = order_find(o, key, key_len);
-	if (i == -1) {
-		if (o->nresolved < o->n)    /* perhaps not resolved yet */
-			o->early[o->n_early++ % HINT_EARLY] = key_hash(key, key_len);
-		if (o->wander < HINT_WANDER_OPENS)
-			o->wander++;
-		pthread_mutex_unlock(&h->mu);
-		return;
-	}
+	if (i == -1)
+		return 0;
 	o->wander = 0;
+	o->used_ms = util_now_ms();
 	if (i >= 0) {
 		struct hint_ent *e = &o->ents[i];
 
@@ -484,6 +627,29 @@ void hint_opened(struct hint *h, const char *key, size_t key_len)
 	}
 	order_advance_locked(h, o);
 	order_fill_locked(h, o);
+	return 1;
+}
+
+void hint_opened(struct hint *h, const char *key, size_t key_len)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&h->mu);
+	for (int j = 0; j < HINT_MAX_STREAMS && !found; j++)
+		if (h->cur[j])
+			found = order_opened_locked(h, h->cur[j], key, key_len);
+	/* In no order: perhaps not resolved yet; and the loader may have left
+	 * the orders (each stops growing after HINT_WANDER_OPENS such opens). */
+	for (int j = 0; j < HINT_MAX_STREAMS && !found; j++) {
+		struct hint_order *o = h->cur[j];
+
+		if (!o)
+			continue;
+		if (o->nresolved < o->n)
+			o->early[o->n_early++ % HINT_EARLY] = key_hash(key, key_len);
+		if (o->wander < HINT_WANDER_OPENS)
+			o->wander++;
+	}
 	pthread_mutex_unlock(&h->mu);
 }
 
@@ -491,9 +657,27 @@ void hint_get_stats(struct hint *h, struct hint_stats *out)
 {
 	pthread_mutex_lock(&h->mu);
 	*out = h->st;
-	out->paths = h->cur ? h->cur->n : 0;
-	out->resolved = h->cur ? h->cur->nfound : 0;
+	out->paths = out->resolved = out->streams = out->bytes = 0;
+	for (int j = 0; j < HINT_MAX_STREAMS; j++) {
+		const struct hint_order *o = h->cur[j];
+
+		if (!o)
+			continue;
+		out->streams++;
+		out->paths += o->n;
+		out->resolved += o->nfound;
+		out->bytes += o->charged;
+	}
 	pthread_mutex_unlock(&h->mu);
+}
+
+/* Every path of every order resolved (hint.mu held). */
+static int all_resolved_locked(struct hint *h)
+{
+	for (int j = 0; j < HINT_MAX_STREAMS; j++)
+		if (h->cur[j] && h->cur[j]->nresolved < h->cur[j]->n)
+			return 0;
+	return 1;
 }
 
 int hint_wait_resolved(struct hint *h, int64_t timeout_ms)
@@ -502,9 +686,9 @@ int hint_wait_resolved(struct hint *h, int64_t timeout_ms)
 	int ok;
 
 	pthread_mutex_lock(&h->mu);
-	while (h->cur && h->cur->nresolved < h->cur->n && util_now_ms() < end)
+	while (!all_resolved_locked(h) && util_now_ms() < end)
 		util_cond_wait_ms(&h->done_cv, &h->mu, end - util_now_ms());
-	ok = !h->cur || h->cur->nresolved == h->cur->n;
+	ok = all_resolved_locked(h);
 	pthread_mutex_unlock(&h->mu);
 	return ok;
 }
@@ -520,8 +704,10 @@ static void hint_snapshot(void *obj, void *out)
 #define ROW_G(f, metric, help) STATS_GAUGE(struct hint_stats, f, metric, "", help)
 static const struct stats_field hint_fields[] = {
 	ROW_C(orders, "order_orders_total", "Loader orders received (feedfs prefetch --order)."),
-	ROW_G(paths, "order_paths", "Paths in the current order."),
-	ROW_G(resolved, "order_resolved", "Paths of the current order resolved so far."),
+	ROW_G(streams, "order_streams", "Orders held now (one per stream: a rank of a distributed loader)."),
+	ROW_G(paths, "order_paths", "Paths in the current orders."),
+	ROW_G(resolved, "order_resolved", "Paths of the current orders resolved so far."),
+	ROW_G(bytes, "order_bytes", "Memory the current orders hold, charged to --max-memory."),
 	ROW_C(missing, "order_missing_total", "Paths of an order not in the bucket (skipped)."),
 	ROW_C(fetched, "order_fetched_total", "Files fetched ahead for an order."),
 	ROW_C(hits, "order_hits_total", "Opens of a file fetched or in flight for the order."),

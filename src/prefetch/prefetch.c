@@ -532,6 +532,34 @@ void rd_config_set_caps(struct rd_config *cfg, long ncpu, uint64_t budget)
 	cfg->max_window = min_u64(RD_WINDOW_MAX, cfg->max_ahead / 4);
 }
 
+/* align, part, max_window and win_min of a file opened with cfg. One GET
+ * must fit the budget on its own, or a demand read could never be met; one
+ * window is at most a quarter so that several streams share. */
+static void geometry(const struct rd_config *cfg, struct rd_file *f)
+{
+	uint64_t bmax = rd_budget_max(cfg->budget);
+
+	f->align = cfg->align ? cfg->align : RD_ALIGN;
+	f->part = cfg->part_size ? cfg->part_size : RD_PART_DEFAULT;
+	f->part = align_up(f->part);
+	if (f->part > bmax)     /* keep whole aligned units when the budget allows */
+		f->part = bmax >= f->align ? align_down(bmax) : bmax;
+	f->max_window = cfg->max_window ? cfg->max_window : RD_WINDOW_MAX_DEFAULT;
+	f->max_window = max_u64(min_u64(f->max_window, bmax / 4), 1);
+	f->win_min = min_u64(RD_WINDOW_MIN, f->max_window);
+}
+
+uint64_t rd_first_window(const struct rd_config *cfg)
+{
+	struct rd_file g, *f = &g;
+
+	memset(&g, 0, sizeof(g));
+	geometry(cfg, &g);
+	/* ra_chunk from 0: one window, out to the alignment; issue_range cuts
+	 * it in parts, so the first GET is at most one part. */
+	return min_u64(align_up(f->win_min), f->part);
+}
+
 struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key_len,
 			uint64_t size, const char *etag)
 {
@@ -560,16 +588,10 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	f->read_wait = cfg->read_wait;
 	f->size = size;
 
-	/* One GET must fit the budget on its own, or a demand read could never
-	 * be met; one window is at most a quarter so that several streams share. */
 	bmax = rd_budget_max(cfg->budget);
-	f->align = cfg->align ? cfg->align : RD_ALIGN;
+	geometry(cfg, f);
 	f->ralign = cfg->random_align && cfg->random_align < f->align ? cfg->random_align : f->align;
 	BUG_ON(f->ralign & (f->ralign - 1));
-	f->part = cfg->part_size ? cfg->part_size : RD_PART_DEFAULT;
-	f->part = align_up(f->part);
-	if (f->part > bmax)     /* keep whole aligned units when the budget allows */
-		f->part = bmax >= f->align ? align_down(bmax) : bmax;
 	/* Kernel readahead (raised to the part size) sends 1 MiB reads of a whole
 	 * readahead window in any order; with blocks as big as RD_SEQ_BACK, a read
 	 * one block back would otherwise look random and refetch its block. */
@@ -578,9 +600,6 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 	 * one: keep that much behind the stream and call such reads sequential. */
 	f->seq_back = max_u64(max_u64(RD_SEQ_BACK, 2 * f->align), f->part + RD_WINDOW_MIN);
 	f->max_ahead = cfg->max_ahead ? min_u64(cfg->max_ahead, bmax) : bmax;
-	f->max_window = cfg->max_window ? cfg->max_window : RD_WINDOW_MAX_DEFAULT;
-	f->max_window = max_u64(min_u64(f->max_window, bmax / 4), 1);
-	f->win_min = min_u64(RD_WINDOW_MIN, f->max_window);
 
 	f->segs.prev = f->segs.next = &f->segs;
 	pthread_mutex_init(&f->mu, NULL);

@@ -221,7 +221,7 @@ def test_clear_frees_the_window(mount, mounter, obucket, proxy, tmp_path):
     assert st["budget"]["used_bytes"] > 0, st["budget"]
     cp = prefetch(mounter, "--clear", m.path)
     assert cp.returncode == 0, cp.stderr
-    assert cp.stdout.strip() == "feedfs prefetch: order cleared on %s" % m.path
+    assert cp.stdout.strip() == "feedfs prefetch: orders cleared on %s" % m.path
     st = settled_stats(m, proxy)
     assert st["order"]["paths"] == 0, st["order"]
     assert st["order"]["wasted"] == st["order"]["fetched"], st["order"]
@@ -232,3 +232,92 @@ def test_clear_frees_the_window(mount, mounter, obucket, proxy, tmp_path):
     assert read_in_order(m, order[:50]) == []
     st = settled_stats(m, proxy)
     assert st["order"]["orders"] == 2 and st["order"]["consumed"] == 50, st["order"]
+
+
+@pytest.mark.san
+def test_ranks_sharing_a_mount_keep_their_orders(mount, mounter, obucket, proxy, tmp_path):
+    """Two ranks of a distributed loader on one node mount: each sends its
+    own shard as its own stream, and both are fetched ahead."""
+    m = mount(obucket, "", endpoint=proxy.url)
+    order = shuffled(23)
+    shards = [order[0::2], order[1::2]]
+    for r, shard in enumerate(shards):
+        cp = prefetch(mounter, "--order", write_order(tmp_path, shard, "r%d.txt" % r),
+                      "--stream", "rank%d" % r, m.path)
+        assert cp.returncode == 0, cp.stderr
+        assert cp.stdout.strip() == "feedfs prefetch: %d paths sent to %s, stream rank%d" % (
+            len(shard), m.path, r)
+    st = wait_order(m, proxy, NFILES)
+    assert st["order"]["streams"] == 2 and st["order"]["orders"] == 2, st["order"]
+    # Both ranks read at once, two workers each, their own shards.
+    bad = []
+    import threading
+    ts = [threading.Thread(target=lambda sh=sh: bad.extend(read_in_order(m, sh, threads=2)))
+          for sh in shards]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert bad == []
+    st = settled_stats(m, proxy)
+    o = st["order"]
+    assert o["consumed"] == NFILES, o
+    assert o["hits"] >= NFILES - 30, o
+    assert o["wasted"] <= NFILES // 20, o
+    # Clearing one stream leaves the other; a bad stream name is refused.
+    cp = prefetch(mounter, "--clear", "--stream", "rank0", m.path)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "feedfs prefetch: order of stream rank0 cleared on %s" % m.path
+    o = feedfs_stats(m)["order"]
+    assert o["streams"] == 1 and o["paths"] == len(shards[1]), o
+    cp = prefetch(mounter, "--order", write_order(tmp_path, order[:3], "x.txt"),
+                  "--stream", "a/b", m.path)
+    assert cp.returncode == 2 and "--stream" in cp.stderr, cp.stderr
+    assert ctl_request(m.path, b"O 1 2 no/slash\na\n") == "ERR 22\n"
+    assert feedfs_stats(m)["order"]["streams"] == 1
+
+
+def test_large_file_gets_its_first_window(mount, mounter, s3, obucket, proxy, tmp_path):
+    """A file larger than a part is not fetched whole ahead: its first window
+    is, the open's first GET is answered from it, and the rest streams."""
+    key = "train/big/shard-000.tar"
+    body = content_for(key, 20 << 20)
+    s3.put_object(Bucket=obucket, Key=key, Body=body)
+    try:
+        m = mount(obucket, "", endpoint=proxy.url)
+        cp = prefetch(mounter, "--order", write_order(tmp_path, [key, shuffled()[0]]), m.path)
+        assert cp.returncode == 0, cp.stderr
+        st = wait_order(m, proxy, 2)
+        assert st["order"]["fetched"] == 2, st["order"]
+        ahead_before = st["ahead"]["hits"] + st["ahead"]["joined"]
+        with open(os.path.join(m.path, key), "rb") as f:
+            got = f.read()
+        assert got == body
+        st = settled_stats(m, proxy)
+        assert st["order"]["hits"] == 1, st["order"]
+        assert st["ahead"]["hits"] + st["ahead"]["joined"] == ahead_before + 1, st["ahead"]
+        assert st["order"]["wasted"] == 0, st["order"]
+        # Every byte of the file was fetched once: the window, then the rest.
+        assert st["s3"]["object_bytes"] <= len(body) + (1 << 20), st["s3"]
+    finally:
+        s3.delete_object(Bucket=obucket, Key=key)
+
+
+def test_order_is_charged_to_the_memory_budget(mount, mounter, obucket, proxy, tmp_path):
+    m = mount(obucket, "", "--max-memory", "64M", endpoint=proxy.url)
+    order = shuffled(5)
+    cp = prefetch(mounter, "--order", write_order(tmp_path, order), m.path)
+    assert cp.returncode == 0, cp.stderr
+    st = wait_order(m, proxy, NFILES)
+    held = st["order"]["bytes"]
+    payload = sum(len(p) + 1 for p in order)
+    assert held >= 2 * payload, st["order"]
+    assert st["budget"]["used_bytes"] >= held, (st["budget"], held)
+    # An order that would take more than half the budget is refused whole,
+    # with E2BIG, and the one held stays.
+    big = ["train/c0/" + "x" * 200 + "%07d.jpg" % i for i in range(120000)]
+    cp = prefetch(mounter, "--order", write_order(tmp_path, big, "big.txt"), m.path)
+    assert cp.returncode == 1, (cp.stdout, cp.stderr)
+    assert "too large" in cp.stderr and len(cp.stderr.splitlines()) == 1, cp.stderr
+    o = feedfs_stats(m)["order"]
+    assert o["paths"] == NFILES and o["bytes"] == held, o

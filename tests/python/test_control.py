@@ -169,6 +169,15 @@ def test_clear_and_empty_order(fake_mount):
     assert ctl.orders() == [b"O 0 0\n", b"O 0 0\n"]
 
 
+def test_streams_in_the_header(fake_mount):
+    mnt, ctl = fake_mount
+    assert feedfs.send_order(mnt, ["k/1"], stream="rank2") == 1
+    assert feedfs.clear_order(mnt, stream="rank2") == 0
+    with pytest.raises(ValueError, match="stream name"):
+        feedfs.send_order(mnt, ["k/1"], stream="rank 2")
+    assert ctl.orders() == [b"O 1 4 rank2\nk/1\n", b"O 0 0 rank2\n"]
+
+
 @pytest.mark.parametrize("bad, why", [
     ("", "empty path"),
     ("a/../b", "'..'"),

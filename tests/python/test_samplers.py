@@ -21,7 +21,7 @@ needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed (
 
 def payload_of(req):
     head, _, body = req.partition(b"\n")
-    n, nbytes = (int(x) for x in head.split()[1:])
+    n, nbytes = (int(x) for x in head.split()[1:3])
     assert len(body) == nbytes
     lines = body.split(b"\n")
     assert lines[-1] == b""
@@ -213,6 +213,8 @@ def test_torch_distributed_sampler_shards(fake_mount):
             assert list(s) == want
             assert len(s) == len(ref) == 15
             assert payload_of(ctl.orders()[-1]) == [paths[i] for i in want]
+            # Each rank's order is its own stream on a shared mount.
+            assert ctl.orders()[-1].startswith(b"O 15 90 rank%d\n" % rank)
 
 
 @needs_torch
@@ -224,3 +226,43 @@ def test_torch_batch_sampler(fake_mount):
     dl = DataLoader(Files(paths), batch_sampler=bs)
     assert [b.tolist() for b in dl] == [[9, 8, 7, 6], [5, 4, 3, 2], [1, 0]]
     assert payload_of(ctl.orders()[0]) == ["k/%03d" % i for i in range(9, -1, -1)]
+
+
+def test_stream_from_a_paddle_style_distributed_batch_sampler(fake_mount):
+    mnt, ctl = fake_mount
+
+    class DistBatches:      # shaped like paddle.io.DistributedBatchSampler
+        nranks, local_rank = 4, 3
+
+        def __iter__(self):
+            return iter([[1], [0]])
+
+        def __len__(self):
+            return 2
+
+    bs = ft.OrderedBatchSampler(DistBatches(), ["a", "b"], mnt)
+    assert bs.stream == "rank3"
+    assert list(bs) == [[1], [0]]
+    assert ctl.orders() == [b"O 2 4 rank3\nb\na\n"]
+
+
+def test_stream_named_or_default_and_bad_names(fake_mount):
+    mnt, ctl = fake_mount
+
+    class Dist:             # torch's DistributedSampler shape
+        rank, num_replicas = 1, 2
+
+        def __iter__(self):
+            return iter([0])
+
+        def __len__(self):
+            return 1
+
+    assert list(ft.OrderedSampler(Dist(), ["a"], mnt, stream="job-7.r1")) == [0]
+    assert list(ft.OrderedSampler(Dist(), ["a"], mnt, stream=None)) == [0]
+    assert list(ft.OrderedSampler([0], ["a"], mnt)) == [0]      # not distributed
+    assert ctl.orders() == [b"O 1 2 job-7.r1\na\n", b"O 1 2\na\n", b"O 1 2\na\n"]
+    for bad in ("", "a b", "r/1", "x" * 65, "\u6570"):
+        with pytest.raises(ValueError, match="stream name"):
+            ft.OrderedSampler([0], ["a"], mnt, stream=bad)
+    assert len(ctl.orders()) == 3

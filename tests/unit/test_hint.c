@@ -29,6 +29,8 @@ static struct fake_fetch fk;
 static struct rd_budget *budget;
 static struct rd_ahead *ahead;
 static struct hint *hint;
+static uint64_t cfg_head;               /* hint_config.head_size of the next setup */
+static int cfg_charge;                  /* the next setup charges orders to the budget */
 
 /* "slow*" paths resolve only once the gate opens (a LIST taking its time). */
 static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,12 +104,16 @@ static void setup(unsigned max_inflight, unsigned window, int hold)
 	hc.resolve = fake_resolve;
 	hc.window = window;
 	hc.tick_ms = 5;
+	hc.head_size = cfg_head;
+	hc.budget = cfg_charge ? budget : NULL;
 	CHECK_EQ_INT(hint_new(&hc, &hint), 0);
 }
 
 static void teardown(void)
 {
 	hint_destroy(hint);
+	cfg_head = 0;
+	cfg_charge = 0;
 	fake_fetch_hold(&fk, 0, 0);
 	rd_ahead_destroy(ahead);
 	CHECK_EQ_INT(rd_budget_used(budget), 0);
@@ -130,7 +136,7 @@ static char *order_of(int from, int to, size_t *nbytes)
 static void send_order(char *payload, size_t nbytes, size_t count)
 {
 	CHECK_EQ_INT(hint_order_check(payload, nbytes, count), 0);
-	CHECK_EQ_INT(hint_set_order(hint, payload, nbytes, count), 0);
+	CHECK_EQ_INT(hint_set_order(hint, "", payload, nbytes, count), 0);
 	CHECK(hint_wait_resolved(hint, 5000));
 }
 
@@ -337,7 +343,7 @@ static void t_clear_frees_everything(void)
 	fake_fetch_complete(&fk, 0, 0);     /* f0 held; f1 in flight */
 	CHECK_EQ_INT(wait_calls(3), 3);     /* f2 in flight too */
 	CHECK_EQ_INT(rd_budget_used(budget), 3 * FILE_SIZE);
-	hint_clear(hint);
+	hint_clear(hint, NULL);
 	st = stats();
 	CHECK_EQ_INT(st.paths, 0);
 	CHECK_EQ_INT(st.wasted, 3);
@@ -421,7 +427,7 @@ static void t_open_before_resolution_is_not_fetched(void)
 
 	setup(64, 8, 0);
 	gate_set(0);
-	CHECK_EQ_INT(hint_set_order(hint, strdup(order), strlen(order), 2), 0);
+	CHECK_EQ_INT(hint_set_order(hint, "", strdup(order), strlen(order), 2), 0);
 	CHECK(gate_wait_blocked());
 	hint_opened(hint, "k/slow0", 7);
 	CHECK_EQ_INT(stats().consumed, 0);      /* not known yet */
@@ -475,6 +481,216 @@ static void t_order_check(void)
 	CHECK_EQ_INT(hint_order_check("a\n", 2, HINT_MAX_PATHS + 1), -E2BIG);
 }
 
+
+/* Two ranks of a distributed loader share the mount: each stream keeps its
+ * own order and window; a new order or a clear of one leaves the other. */
+static void t_streams_keep_their_own_orders(void)
+{
+	struct hint_stats st;
+	size_t nb0, nb1, nb2;
+	char *p0, *p1, *p2;
+
+	setup(64, 4, 0);
+	p0 = order_of(0, 10, &nb0);
+	p1 = order_of(100, 110, &nb1);
+	CHECK_EQ_INT(hint_set_order(hint, "rank0", p0, nb0, 10), 0);
+	CHECK_EQ_INT(hint_set_order(hint, "rank1", p1, nb1, 10), 0);
+	CHECK(hint_wait_resolved(hint, 5000));
+	CHECK_EQ_INT(wait_calls(8), 8);
+	usleep(20000);
+	CHECK_EQ_INT(fake_fetch_calls(&fk), 8);
+	CHECK_EQ_INT(logged("k/f3"), 1);
+	CHECK_EQ_INT(logged("k/f103"), 1);
+	CHECK_EQ_INT(logged("k/f4"), 0);
+	st = stats();
+	CHECK_EQ_INT(st.streams, 2);
+	CHECK_EQ_INT(st.paths, 20);
+	CHECK_EQ_INT(st.orders, 2);
+
+	/* Each open moves its own stream's window only. */
+	open_file(0);
+	open_file(100);
+	CHECK_EQ_INT(wait_calls(10), 10);
+	CHECK_EQ_INT(logged("k/f4"), 1);
+	CHECK_EQ_INT(logged("k/f104"), 1);
+	st = stats();
+	CHECK_EQ_INT(st.consumed, 2);
+	CHECK_EQ_INT(st.hits, 2);
+
+	/* rank0's next epoch: its unopened f1..f4 are dropped, rank1 untouched. */
+	p2 = order_of(200, 204, &nb2);
+	CHECK_EQ_INT(hint_set_order(hint, "rank0", p2, nb2, 4), 0);
+	CHECK(hint_wait_resolved(hint, 5000));
+	CHECK_EQ_INT(wait_calls(14), 14);
+	st = stats();
+	CHECK_EQ_INT(st.streams, 2);
+	CHECK_EQ_INT(st.paths, 14);
+	CHECK_EQ_INT(st.wasted, 4);
+	open_file(101);
+	CHECK_EQ_INT(stats().hits, 3);
+	CHECK_EQ_INT(wait_calls(15), 15);
+	CHECK_EQ_INT(logged("k/f105"), 1);
+
+	/* Clearing rank1 drops f102..f105; "all" then drops rank0's four. */
+	hint_clear(hint, "rank1");
+	st = stats();
+	CHECK_EQ_INT(st.streams, 1);
+	CHECK_EQ_INT(st.wasted, 8);
+	hint_clear(hint, NULL);
+	st = stats();
+	CHECK_EQ_INT(st.streams, 0);
+	CHECK_EQ_INT(st.paths, 0);
+	CHECK_EQ_INT(st.wasted, 12);
+	while (fake_fetch_pending(&fk))
+		usleep(1000);
+	/* Held: the three opened files (f0, f100, f101), never read here. */
+	CHECK_EQ_INT(rd_budget_used(budget), 3 * FILE_SIZE);
+	teardown();
+}
+
+/* Stream names: a short token or the default "". */
+static void t_stream_names(void)
+{
+	char long_name[HINT_STREAM_MAX + 2];
+
+	memset(long_name, 'a', sizeof(long_name) - 1);
+	long_name[sizeof(long_name) - 1] = '\0';
+	CHECK_EQ_INT(hint_stream_check(""), 0);
+	CHECK_EQ_INT(hint_stream_check("rank-0.epoch_3"), 0);
+	CHECK_EQ_INT(hint_stream_check("a b"), -EINVAL);
+	CHECK_EQ_INT(hint_stream_check("a/b"), -EINVAL);
+	CHECK_EQ_INT(hint_stream_check("\xe6\x95\xb0"), -EINVAL);
+	CHECK_EQ_INT(hint_stream_check(long_name), -EINVAL);
+	long_name[HINT_STREAM_MAX] = '\0';
+	CHECK_EQ_INT(hint_stream_check(long_name), 0);
+	setup(64, 4, 0);
+	{
+		char *p = strdup("f1\n");
+
+		CHECK_EQ_INT(hint_set_order(hint, "a b", p, 3, 1), -EINVAL);
+		free(p);                    /* still ours */
+	}
+	CHECK_EQ_INT(stats().streams, 0);
+	teardown();
+}
+
+struct sync_fetch {
+	struct fetch_req req;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done;
+	ssize_t result;
+};
+
+static void sync_done(struct fetch_req *req, ssize_t result)
+{
+	struct sync_fetch *s = req->done_arg;
+
+	pthread_mutex_lock(&s->mu);
+	s->done = 1;
+	s->result = result;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* Read [off, off+len) of (key, etag, obj_size) through ahead's fetcher. */
+static ssize_t fetch_through_ahead(const char *key, const char *etag, uint64_t obj_size,
+				   uint64_t off, size_t len, char *buf)
+{
+	struct sync_fetch s = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+	s.req = (struct fetch_req){ .key = key, .key_len = strlen(key), .etag = etag,
+				    .obj_size = obj_size, .off = off, .len = len, .buf = buf,
+				    .done = sync_done, .done_arg = &s };
+	if (fetcher_fetch(rd_ahead_fetcher(ahead), &s.req) < 0)
+		return -EIO;
+	pthread_mutex_lock(&s.mu);
+	while (!s.done)
+		pthread_cond_wait(&s.cv, &s.mu);
+	pthread_mutex_unlock(&s.mu);
+	return s.result;
+}
+
+/* A file larger than ahead takes whole gets its first window fetched; the
+ * stream's first GET of that window is answered from it, the rest of the
+ * file goes to the fetcher below as usual. */
+static void t_large_file_gets_its_first_window(void)
+{
+	static const char order[] = "big1\nf2\n";
+	char buf[2048];
+	size_t big = 0;
+
+	cfg_head = 1024;
+	setup(64, 8, 0);
+	CHECK_EQ_INT(hint_set_order(hint, "", strdup(order), strlen(order), 2), 0);
+	CHECK(hint_wait_resolved(hint, 5000));
+	CHECK_EQ_INT(wait_calls(2), 2);
+	while (fake_fetch_pending(&fk))
+		usleep(1000);
+	pthread_mutex_lock(&fk.mu);
+	for (size_t i = 0; i < fk.nlog; i++)
+		if (strcmp(fk.log[i].key, "k/big1") == 0)
+			big = i + 1;
+	CHECK(big != 0);
+	if (big) {
+		CHECK_EQ_INT(fk.log[big - 1].off, 0);
+		CHECK_EQ_INT(fk.log[big - 1].len, 1024);
+		CHECK_EQ_INT(fk.log[big - 1].obj_size, MAX_FILE + 1);
+	}
+	pthread_mutex_unlock(&fk.mu);
+	CHECK_EQ_INT(stats().fetched, 2);
+	CHECK_EQ_INT(rd_budget_used(budget), 1024 + FILE_SIZE);
+
+	hint_opened(hint, "k/big1", 6);
+	CHECK_EQ_INT(stats().hits, 1);
+	CHECK_EQ_INT(fetch_through_ahead("k/big1", "\"ebig1\"", MAX_FILE + 1, 0, 1024, buf),
+		     1024);
+	CHECK(fake_fetch_check(buf, "k/big1", "\"ebig1\"", 0, 1024));
+	CHECK_EQ_INT(fake_fetch_calls(&fk), 2);         /* answered from the window */
+	CHECK_EQ_INT(fetch_through_ahead("k/big1", "\"ebig1\"", MAX_FILE + 1, 1024, 2048, buf),
+		     2048);
+	CHECK(fake_fetch_check(buf, "k/big1", "\"ebig1\"", 1024, 2048));
+	CHECK_EQ_INT(fake_fetch_calls(&fk), 3);         /* past it: below */
+	CHECK_EQ_INT(rd_budget_used(budget), FILE_SIZE);
+	teardown();
+}
+
+/* An order is charged to the memory budget while it is held, and one that
+ * would take more than half the budget is refused. */
+static void t_order_is_charged_to_the_budget(void)
+{
+	struct hint_stats st;
+	size_t nb = 0;
+	char *p;
+
+	cfg_charge = 1;
+	setup(64, 8, 0);
+	p = malloc(100 * 16);
+	for (int i = 0; i < 100; i++)
+		nb += (size_t)sprintf(p + nb, "miss%d\n", i);  /* nothing to fetch */
+	CHECK_EQ_INT(hint_set_order(hint, "", p, nb, 100), 0);
+	CHECK(hint_wait_resolved(hint, 5000));
+	st = stats();
+	CHECK(st.bytes > 2 * nb + 100 * 48);
+	CHECK_EQ_INT(rd_budget_used(budget), st.bytes);
+	CHECK_EQ_INT(st.missing, 100);
+	hint_clear(hint, NULL);
+	CHECK_EQ_INT(rd_budget_used(budget), 0);
+	CHECK_EQ_INT(stats().bytes, 0);
+
+	/* 300,000 bytes of payload, twice over, is more than half of 1 MiB. */
+	nb = 300000;
+	p = malloc(nb);
+	for (size_t i = 0; i < nb; i += 3)
+		memcpy(p + i, "a0\n", 3);
+	CHECK_EQ_INT(hint_order_check(p, nb, nb / 3), 0);
+	CHECK_EQ_INT(hint_set_order(hint, "", p, nb, nb / 3), -E2BIG);
+	free(p);
+	CHECK_EQ_INT(rd_budget_used(budget), 0);
+	CHECK_EQ_INT(stats().streams, 0);
+	teardown();
+}
+
 static const struct test tests[] = {
 	TEST(t_window_advances_with_concurrent_out_of_order_opens),
 	TEST(t_opened_file_is_read_from_the_prefetch),
@@ -484,6 +700,10 @@ static const struct test tests[] = {
 	TEST(t_missing_and_big_files_are_skipped),
 	TEST(t_open_before_resolution_is_not_fetched),
 	TEST(t_order_check),
+	TEST(t_streams_keep_their_own_orders),
+	TEST(t_stream_names),
+	TEST(t_large_file_gets_its_first_window),
+	TEST(t_order_is_charged_to_the_budget),
 	{ 0 },
 };
 
