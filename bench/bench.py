@@ -63,7 +63,7 @@ PASS_TIMEOUT = env_float("PASS_TIMEOUT", 30 if QUICK else 240)
 RAND_SECONDS = env_float("RAND_SECONDS", 1.5 if QUICK else 4)
 MAX_MINUTES = env_float("MAX_MINUTES", 20 if QUICK else 180)
 CONTENDERS = [c.strip() for c in (os.environ.get("CONTENDERS") or "feedfs,s3fs,rclone").split(",") if c.strip()]
-_wl_default = "1,2,5,6" if LAT_MS > 0 else "1,2,3,4,5,6"
+_wl_default = "1,2,5,6,7" if LAT_MS > 0 else "1,2,3,4,5,6,7"
 WORKLOADS = {int(w) for w in (os.environ.get("WORKLOADS") or _wl_default).replace(" ", "").split(",") if w}
 FEEDFS = os.environ.get("FEEDFS") or os.path.join(ROOT, "build", "feedfs")
 SCRAPED = os.path.join(HERE, "scraped.sh")
@@ -83,11 +83,17 @@ TREE_PREFIXES = max(10, int(1000 * SCALE))
 BYPATH_N = max(200, int(2000 * SCALE))
 BYPATH_KIB = (4, 160)
 BYPATH_DIRS = 20
+# W7: a real torch DataLoader over torchvision's ImageFolder (JPEGs of mixed
+# sizes in class directories), with and without feedfs's sampler wrapper.
+IMGF_N = max(200, int(2000 * SCALE))
+IMGF_CLASSES = 20
+IMGF_WORKERS = 4
 
 B_LARGE = "large-%dm" % LARGE_MIB
 B_EPOCH = "epoch-%dx%dk-%dc" % (EPOCH_N, EPOCH_KIB, EPOCH_CLASSES)
 B_TREE = "tree-%d-%dp" % (TREE_N, TREE_PREFIXES)
 B_BYPATH = "bypath-%d-%d-%dk" % (BYPATH_N, BYPATH_KIB[0], BYPATH_KIB[1])
+B_IMGF = "imagefolder-%d-%dc" % (IMGF_N, IMGF_CLASSES)
 LARGE_NAME = "big.bin"
 
 T_START = time.monotonic()
@@ -464,9 +470,19 @@ def make_tree(s3):
     return m
 
 
+def put_markers(s3, bucket, names):
+    """Zero-byte "dir/" objects. s3rver leaves a prefix that holds only
+    sub-prefixes out of its parent's CommonPrefixes (tests/../s3rver-quirks
+    #2; real S3 lists it), so a mount that resolves a path from its parent's
+    listing (rclone) would not find "images/part_00/..." at all."""
+    for n in names:
+        s3.put_object(Bucket=bucket, Key=n, Body=b"")
+
+
 def make_bypath(s3):
     m = load_manifest(B_BYPATH)
     if m and bucket_ok(s3, B_BYPATH, m):
+        put_markers(s3, B_BYPATH, ["images/"])
         return m
     log("creating dataset %s (%d files of %d-%d KiB in %d dirs) - once" %
         (B_BYPATH, BYPATH_N, BYPATH_KIB[0], BYPATH_KIB[1], BYPATH_DIRS))
@@ -483,8 +499,37 @@ def make_bypath(s3):
         files[rel] = hashlib.sha256(b).hexdigest()
         sizes[rel] = len(b)
     seed(s3, B_BYPATH, sorted(files))
+    put_markers(s3, B_BYPATH, ["images/"])
     m = {"bucket": B_BYPATH, "files": files, "sizes": sizes}
     save_manifest(B_BYPATH, m)
+    return m
+
+
+def make_imagefolder(s3):
+    m = load_manifest(B_IMGF)
+    if m and bucket_ok(s3, B_IMGF, m):
+        put_markers(s3, B_IMGF, ["train/"])
+        return m
+    from PIL import Image
+    log("creating dataset %s (%d JPEGs in %d classes) - once" % (B_IMGF, IMGF_N, IMGF_CLASSES))
+    base = os.path.join(LOCAL, B_IMGF)
+    rng = random.Random(717)
+    files, sizes = {}, {}
+    for i in range(IMGF_N):
+        rel = "train/class_%02d/img_%05d.jpg" % (i % IMGF_CLASSES, i)
+        p = os.path.join(base, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        # Noise compresses badly: 48..330 px a side gives ~4..160 KiB files.
+        w, h = rng.randint(48, 330), rng.randint(48, 330)
+        Image.frombytes("RGB", (w, h), rng.randbytes(w * h * 3)).save(p, "JPEG", quality=85)
+        with open(p, "rb") as f:
+            b = f.read()
+        files[rel] = hashlib.sha256(b).hexdigest()
+        sizes[rel] = len(b)
+    seed(s3, B_IMGF, sorted(files))
+    put_markers(s3, B_IMGF, ["train/"])
+    m = {"bucket": B_IMGF, "files": files, "sizes": sizes}
+    save_manifest(B_IMGF, m)
     return m
 
 
@@ -629,7 +674,7 @@ def make_contenders(server):
                 cs.append(Contender("feedfs-order", "feedfs",
                                     lambda b, m, c: [FEEDFS, "s3://%s" % b, m] + fbase +
                                     ["--log-file", os.path.join(LOGDIR, "feedfs-order-daemon-%s.log" % b)],
-                                    env=fenv, workloads={6}, order_fn=send_order_cli,
+                                    env=fenv, workloads={6, 7}, order_fn=send_order_cli,
                                     options="defaults; the pass's order sent with feedfs prefetch --order "
                                             "before it"))
             else:
@@ -887,6 +932,31 @@ def w_bypath(root, man, threads, deadline, epoch, order_fn=None):
     files, nbytes, err = read_files(root, rels, man["files"], threads, deadline)
     extra = {"order_s": order_s} if order_s is not None else {}
     return files_result(files, nbytes, time.monotonic() - t0, err, **extra)
+
+
+def w_loader(root, epoch, workers, order, deadline):
+    """W7: one epoch of torch's DataLoader over ImageFolder (bench/loader.py, a
+    process of its own: torch and its workers stay out of this one). Each
+    image's sha256 is checked in the worker that reads it. samples/s."""
+    cmd = [sys.executable, os.path.join(HERE, "loader.py"), root, manifest_path(B_IMGF), str(epoch),
+           str(workers)] + (["--order"] if order else [])
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=max(10, deadline - time.monotonic()) + 60)
+    except subprocess.TimeoutExpired:
+        return {"value": 0.0, "unit": "samples/s", "error": "timed out", "files": 0}
+    try:
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"value": 0.0, "unit": "samples/s", "files": 0,
+                "error": "loader.py exited %d: %s" % (p.returncode, p.stderr.strip()[-300:])}
+    if out.get("error") and "wrong bytes" in out["error"]:
+        raise Wrong(out["error"])
+    r = {"value": out["samples_per_s"], "unit": "samples/s", "files": out["samples"],
+         "elapsed_s": out["wall_s"], "scan_s": out["scan_s"], "workers": workers, "order": order}
+    if out.get("error"):
+        r["error"] = out["error"]
+    return r
 
 
 def w_list(root, man, deadline):
@@ -1288,6 +1358,21 @@ class Run:
                             self.verify.append({"config": c.name, "dataset": B_BYPATH, "ok": True,
                                                 "files_sha256": r["sha256_verified"]})
                 self.guarded(c, 6, "%d threads" % th, rep, f, B_BYPATH)
+        mi = self.mans.get("imagefolder")
+        if c.runs(7) and mi:
+            def f(root, add):
+                # cold: a fresh mount, epoch 2*rep; warm: the next epoch on it
+                for phase, epoch in (("cold", 2 * rep), ("warm", 2 * rep + 1)):
+                    r = w_loader(root, epoch, IMGF_WORKERS, c.order_fn is not None, dl())
+                    if c.family == "feedfs":
+                        k = feedfs_counters(root)
+                        if k is not None:
+                            r["counters"] = k
+                    add(phase, r)
+                    if rep == 0 and phase == "cold" and not r.get("error"):
+                        self.verify.append({"config": c.name, "dataset": B_IMGF, "ok": True,
+                                            "files_sha256": r["files"]})
+            self.guarded(c, 7, "%d workers" % IMGF_WORKERS, rep, f, B_IMGF)
 
 
 def versions():
@@ -1338,7 +1423,9 @@ def main():
                          "epoch": {"bucket": B_EPOCH, "files": EPOCH_N, "kib": EPOCH_KIB, "classes": EPOCH_CLASSES},
                          "tree": {"bucket": B_TREE, "keys": TREE_N, "prefixes": TREE_PREFIXES},
                          "bypath": {"bucket": B_BYPATH, "files": BYPATH_N, "kib": list(BYPATH_KIB),
-                                    "dirs": BYPATH_DIRS}},
+                                    "dirs": BYPATH_DIRS},
+                         "imagefolder": {"bucket": B_IMGF, "files": IMGF_N, "classes": IMGF_CLASSES,
+                                         "workers": IMGF_WORKERS}},
             "busy_start": busy_snapshot(), "drop_caches": drop_caches()}
     log("machine %s; scale %g, reps %d, workloads %s, contenders %s, latency %g ms" % (
         meta["machine"], SCALE, REPS, sorted(WORKLOADS), CONTENDERS, LAT_MS))
@@ -1355,6 +1442,8 @@ def main():
         mans["tree"] = make_tree(s3)
     if 6 in WORKLOADS:
         mans["bypath"] = make_bypath(s3)
+    if 7 in WORKLOADS:
+        mans["imagefolder"] = make_imagefolder(s3)
     meta["dataset_prep_s"] = round(time.monotonic() - t_ds, 1)
     if os.environ.get("PREPARE_ONLY", "") not in ("", "0"):
         log("datasets ready in %.0f s (PREPARE_ONLY)" % meta["dataset_prep_s"])
