@@ -6,12 +6,24 @@
 BENCHMARKS.md shows the newest full run without latency and the newest full
 run with LATENCY_MS; a QUICK run is shown only where no full run of its kind
 exists, and is labelled as a smoke run. Subset runs (bench/results/subsets/, e.g. one
-workload re-measured) newer than those and of at least 3 repetitions follow them.
-Also prints the tables to stdout.
+workload re-measured) newer than those and of at least 2 repetitions are shown too.
+
+The file, in order: BENCHMARKS.head.md up to its "<!-- at a glance -->" line; "At a
+glance", one table with a row per workload, each row from the newest shown run that
+measured it for feedfs and a peer (glance()), and those runs' charts; the rest of
+the head (how to run); "Results by workload", every shown run's table of each
+workload, newest first; "The runs", each run's command, machine, targets,
+correctness and charts; BENCHMARKS.tail.md (method, caveats).
+
+Charts are drawn with matplotlib (/usr/bin/python3 with python3-matplotlib); where
+it is missing the PNGs already in bench/charts/ are shown, so either interpreter
+writes the same BENCHMARKS.md. Also prints the given run's section to stdout.
 """
+import errno
 import glob
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -23,14 +35,48 @@ MD = os.path.join(ROOT, "BENCHMARKS.md")
 
 WNAMES = {1: "Large object, sequential read", 2: "Training epoch (os.walk + read all)",
           3: "Listing: walk + stat", 4: "Random reads in the large object", 5: "Time to first byte of a fresh open",
-          6: "By-path shuffled epoch (open by name from a list, no walk)"}
+          6: "By-path shuffled epoch (open by name from a list, no walk)",
+          7: "ImageFolder DataLoader (torchvision, real workers)"}
 LOWER_BETTER = {"s", "ms"}
 PEERS = ("s3fs", "rclone")
 
 
+def family_of(config):
+    """Family of a contender named the way bench.py names them (feedfs-order, rclone-off, ...)."""
+    head = config.split("-")[0]
+    return {"local": "disk", "fuse": "disk"}.get(head, head)
+
+
+def w7_records(w7):
+    """W7 (a real DataLoader over ImageFolder) as result records. Accepts the dict shape
+    {contender: {"samples_per_s", "wall_s", "error", "num_workers", "order"}} whose value
+    may also be a list of such dicts, one per repetition, with optional "phase" and "rep"."""
+    out = []
+    for cfg, v in (w7 or {}).items():
+        for i, x in enumerate(v if isinstance(v, list) else [v]):
+            err = x.get("error")
+            out.append({"config": cfg, "family": x.get("family", family_of(cfg)), "workload": 7,
+                        "variant": "%d workers" % x.get("num_workers", 0), "phase": x.get("phase", "cold"),
+                        "rep": x.get("rep", i), "value": None if err else x.get("samples_per_s"),
+                        "unit": "samples/s", "seconds": x.get("wall_s"), "error": err, "ok": not err,
+                        "order": x.get("order"), "rss_peak_mib": x.get("rss_peak_mib")})
+    return out
+
+
 def load(path):
+    """A result file with its records as one list: W7 may come as a dict (see w7_records)
+    at the top level or inside "results"; records in the list form pass as they are."""
     with open(path) as f:
-        return json.load(f)
+        run = json.load(f)
+    res = run.get("results", [])
+    if isinstance(res, dict):
+        recs = [r for k, v in res.items() if k != "w7" and isinstance(v, list) for r in v]
+        recs += w7_records(res.get("w7"))
+    else:
+        recs = list(res)
+    recs += w7_records(run.get("w7"))
+    run["results"] = recs
+    return run
 
 
 def fmt(v, unit=""):
@@ -183,11 +229,12 @@ def feedfs_configs(a):
     return [c for c in a.configs() if a.family.get(c) == "feedfs"]
 
 
-def ratio_rows(a):
-    """feedfs / best peer and feedfs / ceiling for every measurement feedfs has."""
+def ratio_rows(a, only=None):
+    """feedfs / best peer and feedfs / ceiling for every measurement feedfs has
+    (of workload only, when given)."""
     rows = []
     for cfg in feedfs_configs(a):
-        for w in sorted({k[1] for k in a.order}):
+        for w in sorted({k[1] for k in a.order if only is None or k[1] == only}):
             u = a.unit(w)
             for var in a.variants(w, cfg):
                 for ph in ("cold", "warm", "disk"):
@@ -470,35 +517,51 @@ def md_table(head, rows):
     return s
 
 
-def workload_tables(a):
-    s = ""
-    for w in sorted({k[1] for k in a.order}):
-        u = a.unit(w)
-        better = "lower is better" if u in LOWER_BETTER else "higher is better"
-        s += "\n#### W%d. %s (%s, %s)\n\n" % (w, WNAMES.get(w, ""), u, better)
-        rows = []
-        for cfg in a.configs():
-            for var in a.variants(w, cfg):
-                cold, warm = a.cell(cfg, w, var, "cold"), a.cell(cfg, w, var, "warm")
-                disk = a.cell(cfg, w, var, "disk")
-                if not cold and not warm:
-                    continue
-                rss = a.rss(cfg, w)
-                label = {"server": "server ceiling (curl, no FUSE)", "local-disk": "local disk ceiling",
-                         "fuse-passthrough": "FUSE passthrough of the local files"}.get(cfg, cfg)
-                rows.append([label, var, cold or "–", warm or "–", disk or "–",
-                             "%.0f" % rss if rss is not None else "–"])
-        s += md_table(["contender", "variant", "cold", "warm", "warm, page cache dropped", "peak RSS MiB"], rows)
-    return s
+def workload_table(a, w):
+    """Every contender's cells of workload w in one run."""
+    rows = []
+    for cfg in a.configs():
+        for var in a.variants(w, cfg):
+            cold, warm = a.cell(cfg, w, var, "cold"), a.cell(cfg, w, var, "warm")
+            disk = a.cell(cfg, w, var, "disk")
+            if not cold and not warm:
+                continue
+            rss = a.rss(cfg, w)
+            label = {"server": "server ceiling (curl, no FUSE)", "local-disk": "local disk ceiling",
+                     "fuse-passthrough": "FUSE passthrough of the local files"}.get(cfg, cfg)
+            rows.append([label, var, cold or "–", warm or "–", disk or "–",
+                         "%.0f" % rss if rss is not None else "–"])
+    return md_table(["contender", "variant", "cold", "warm", "warm, page cache dropped", "peak RSS MiB"], rows)
+
+
+def kept_charts(stem):
+    """The PNGs already in bench/charts/ for this run, as charts() would list them."""
+    made = []
+    for w in sorted(WNAMES):
+        p = os.path.join(CHARTS, "%s-w%d.png" % (stem, w))
+        if os.path.exists(p):
+            made.append((w, p))
+    p = os.path.join(CHARTS, "%s-rss.png" % stem)
+    if os.path.exists(p):
+        made.append(("rss", p))
+    return made
+
+
+CHARTS_KEPT = []
 
 
 def charts(a, stem):
+    """Draw the run's charts into bench/charts/, or, where matplotlib is missing (the
+    pyenv python3 has none; /usr/bin/python3 with python3-matplotlib does), keep the
+    PNGs drawn before so BENCHMARKS.md still shows them; main() says which were kept."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return []
+        made = kept_charts(stem)
+        CHARTS_KEPT.extend(p for _, p in made)
+        return made
     os.makedirs(CHARTS, exist_ok=True)
     made = []
     lat = a.meta["knobs"].get("LATENCY_MS", 0)
@@ -555,24 +618,50 @@ def charts(a, stem):
     return made
 
 
-def section(path, title=None, base=None):
-    """One run's part of BENCHMARKS.md. base: the Agg of the run without latency
-    shown with it, for targets that compare the two."""
-    run = load(path)
-    a = Agg(run)
-    m = run["meta"]
-    k = m["knobs"]
-    stem = os.path.splitext(os.path.basename(path))[0]
-    lat = k.get("LATENCY_MS", 0)
-    mach = m["machine"]
-    v = m["versions"]
-    s = "### %s\n\n" % (title or ("With LATENCY_MS=%g (first byte of every response held back %g ms)" % (lat, lat)
-                                   if lat else "Local server, no added latency"))
+class Run:
+    """One result file as shown in BENCHMARKS.md: its Agg, its stem and its labels."""
+
+    def __init__(self, path):
+        self.path = path
+        self.run = load(path)
+        self.a = Agg(self.run)
+        self.meta = self.run["meta"]
+        self.knobs = self.meta["knobs"]
+        self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.latency = self.knobs.get("LATENCY_MS", 0) or 0
+        self.subset = os.path.dirname(os.path.abspath(path)) == os.path.join(RESULTS, "subsets")
+        self.charts = []
+
+    def link(self):
+        rel = os.path.relpath(self.path, ROOT)
+        return "[`%s`](%s)" % (rel, rel)
+
+    def when(self):
+        return self.meta["date"][:16].replace("T", " ") + " UTC"
+
+    def title(self):
+        k = self.knobs
+        kind = ("+%g ms latency" % self.latency) if self.latency else "no added latency"
+        if self.subset:
+            cont = ",".join(k["CONTENDERS"]) if isinstance(k["CONTENDERS"], list) else k["CONTENDERS"]
+            what = "subset run, workloads %s, contenders %s" % (",".join(map(str, k["WORKLOADS"])), cont)
+        else:
+            what = "full run"
+        return "%s: %s, %s%s" % (self.stem, what, kind, ", QUICK smoke run" if k.get("QUICK") else "")
+
+
+def run_section(r, base=None):
+    """One run's part of "The runs": how it was made, the issue's targets, correctness
+    and its charts. base: the Agg of the newest run without latency that measured W6,
+    for the W6 target that compares the two."""
+    a, m, k = r.a, r.meta, r.knobs
+    mach, v = m["machine"], m["versions"]
+    s = "### %s\n\n" % r.title()
     if k.get("QUICK"):
         s += ("> **QUICK smoke run** (SIZE_SCALE=%g, %d repetition(s)): proves the pipeline, not representative. "
               "Replace it with a full run.\n\n" % (k["SIZE_SCALE"], k["REPS"]))
     s += "- command: `%s`\n" % m["command"]
-    s += "- result file: `%s`\n" % os.path.relpath(path, ROOT)
+    s += "- result file: %s\n" % r.link()
     s += "- date: %s; duration %.1f min (dataset preparation %.0f s)\n" % (m["date"], m["duration_s"] / 60,
                                                                           m.get("dataset_prep_s", 0))
     s += "- machine: %s cores (%s), %s GiB RAM, kernel %s, %s\n" % (mach["nproc"], mach["cpu"], mach["mem_gib"],
@@ -590,10 +679,9 @@ def section(path, title=None, base=None):
         k["REPS"], k["PASS_TIMEOUT"])
     b0, b1 = m.get("busy_start", {}), m.get("busy_end", {})
     # The load average counts the bench's own server, daemons and reader threads; what else ran
-    # is for the run's notes (BENCHMARKS.head.md) to say, not for this script to guess.
+    # is for the probe notes (bench/README.md) to say, not for this script to guess.
     s += ("- load average at start %s, at end %s (the bench's own server, daemons and reader threads count "
-          "in it; busiest processes at the end: %s). On 2 shared cores absolute figures are noisy; the ratios, "
-          "taken side by side in one run, are the figures to read.\n" % (
+          "in it; busiest processes at the end: %s)\n" % (
               b0.get("loadavg"), b1.get("loadavg"),
               ", ".join(t.strip() for t in (b1.get("top") or [])[:3]) or "not recorded"))
     if m.get("partial"):
@@ -601,34 +689,15 @@ def section(path, title=None, base=None):
     if m.get("skipped"):
         s += "- skipped: %s\n" % "; ".join(m["skipped"])
     s += "\n#### Targets (feedfs with defaults, same run)\n\n"
-    tg = targets(a, lat > 0) + order_targets(a, lat > 0, base)
+    tg = targets(a, r.latency > 0) + order_targets(a, r.latency > 0, base)
+    # a target on a workload this run did not measure says nothing
+    tg = [t for t in tg if not (t[-1] == "n/a" and t[1] in ("not run", "–"))]
     s += md_table(["target", "feedfs", "reference", "ratio", "verdict"], tg)
     misses = [t for t in tg if "MISS" in t[-1]]
     if misses:
         s += "\nfeedfs **misses %d target(s)** in this run: %s.\n" % (len(misses), "; ".join(t[0] for t in misses))
-    pr = paired_rows(a)
-    if pr:
-        s += ("\n#### Cold sequential read against the ceiling measured just before it\n\n"
-              "Right before each contender's 1-reader cold pass, curl reads the object from a cold page cache "
-              "with 4 and 8 long ranges and with 8 MiB ranges 8 at a time; the best of the three is that "
-              "pass's ceiling. The server's disk drifts over a long run, so this pairing is the fair ratio.\n\n")
-        s += md_table(["config", "median ratio", "per repetition"], pr)
-    orr = order_rows(a)
-    if orr:
-        s += ("\n#### Loader-order prefetch: W6 with and without the order\n\n"
-              "feedfs-order is feedfs with defaults, told each pass's order with `feedfs prefetch --order` "
-              "right before it (inside the timed pass); files/s, median of the repetitions.\n\n")
-        s += md_table(["variant", "phase", "feedfs-order", "feedfs", "best rclone", "best s3fs",
-                       "feedfs-order / rclone", "feedfs-order / feedfs", "of the ceiling"], orr)
-    rr = ratio_rows(a)
-    if rr:
-        s += "\n#### feedfs against the best peer and the ceiling\n\n"
-        s += ("Ratio = feedfs ÷ reference. For MB/s, files/s and IOPS above 1 is better for feedfs; for seconds "
-              "and ms below 1 is better.\n\n")
-        s += md_table(["config", "measure", "phase", "feedfs", "best peer", "ratio", "ceiling", "ratio"], rr)
-    s += workload_tables(a)
-    ver = run.get("verification", [])
-    wrong = [r for r in run["results"] if r.get("wrong") or (r.get("value") is None and not r.get("ok", True))]
+    ver = r.run.get("verification", [])
+    wrong = [x for x in r.run["results"] if x.get("wrong") or (x.get("value") is None and not x.get("ok", True))]
     s += "\n#### Correctness\n\n"
     s += ("Every epoch pass checks every file's sha256 against the source; sequential passes check the CRC32 of "
           "sampled MiB blocks; random-read samples are compared with the source file; listings compare every "
@@ -637,17 +706,230 @@ def section(path, title=None, base=None):
               or "none"))
     if wrong:
         s += "\nMarked, not timed:\n\n"
-        for r in wrong:
-            s += "- %s W%d %s %s rep %d: %s%s\n" % (r["config"], r["workload"], r["variant"], r["phase"], r["rep"],
-                                                   "WRONG BYTES: " if r.get("wrong") else "", r.get("error"))
+        for x in wrong:
+            s += "- %s W%d %s %s rep %d: %s%s\n" % (x["config"], x["workload"], x["variant"], x["phase"], x["rep"],
+                                                   "WRONG BYTES: " if x.get("wrong") else "", x.get("error"))
     else:
         s += "\nNo contender returned wrong bytes or errors.\n"
-    made = charts(a, stem)
-    if made:
+    if r.charts:
         s += "\n#### Charts\n\n"
-        for w, p in made:
+        for w, p in r.charts:
             s += "![%s](%s)\n\n" % ("W%d" % w if w != "rss" else "peak RSS", os.path.relpath(p, ROOT))
-    return s, a
+    return s
+
+
+PAIRED_NOTE = ("Right before each contender's 1-reader cold pass, curl reads the object from a cold page cache "
+               "with 4 and 8 long ranges and with 8 MiB ranges 8 at a time; the best of the three is that pass's "
+               "ceiling. The server's disk drifts over a long run, so this pairing is the fair ratio; the runs "
+               "that measured it show it under their table.\n")
+ORDER_NOTE = ("feedfs-order is feedfs with defaults, told each pass's order with `feedfs prefetch --order` "
+              "right before it (inside the timed pass); the loader-order table under a run's W6 table is "
+              "in files/s, median of the repetitions.\n")
+
+
+def by_workload(runs):
+    """"Results by workload": for each workload, every shown run's table of it, newest run
+    first; a run's ratios to the peers only where it ran a peer (the ceilings' ratios are in
+    its targets)."""
+    s = ""
+    for w in sorted({k[1] for r in runs for k in r.a.order}):
+        have = [r for r in runs if any(k[1] == w for k in r.a.order)]
+        u = have[0].a.unit(w)
+        s += "\n### W%d. %s (%s, %s)\n\n" % (w, WNAMES.get(w, ""), u,
+                                            "lower is better" if u in LOWER_BETTER else "higher is better")
+        s += {1: PAIRED_NOTE, 6: ORDER_NOTE}.get(w, "")
+        for r in have:
+            a = r.a
+            s += "\n#### %s, %s\n\n" % (r.when(), ("+%g ms latency" % r.latency) if r.latency else "no added latency")
+            s += "`%s`, %d repetition(s), feedfs %s; %s%s\n\n" % (
+                r.meta["command"], r.knobs["REPS"], r.meta["versions"].get("feedfs", "?"), r.link(),
+                "; **QUICK smoke run, not representative**" if r.knobs.get("QUICK") else "")
+            s += workload_table(a, w)
+            pr = paired_rows(a) if w == 1 else []
+            if pr:
+                s += "\nCold, 1 reader, against the ceiling measured just before each pass:\n\n"
+                s += md_table(["config", "median ratio", "per repetition"], pr)
+            orr = order_rows(a) if w == 6 else []
+            if orr:
+                s += "\nLoader-order prefetch, with the order and without it:\n\n"
+                s += md_table(["variant", "phase", "feedfs-order", "feedfs", "best rclone", "best s3fs",
+                               "feedfs-order / rclone", "feedfs-order / feedfs", "of the ceiling"], orr)
+            rr = ratio_rows(a, w)
+            if any(x[4] not in ("", "–") for x in rr):
+                s += ("\nfeedfs ÷ the best peer and ÷ the ceiling (for MB/s, files/s and IOPS above 1 is better "
+                      "for feedfs; for s and ms below 1 is):\n\n")
+                s += md_table(["config", "measure", "phase", "feedfs", "best peer", "ratio", "ceiling", "ratio"], rr)
+    return s
+
+
+# The "At a glance" rows: (label, workload, variant or None for the first one feedfs has,
+# phase, which feedfs configurations count, latency wanted: False none, True a latency run
+# first, None either). "plain" is every feedfs configuration but feedfs-order (told the
+# order) and feedfs-scraped (the same daemon scraped once a second, a cost check).
+GLANCE = (
+    ("W1 sequential read of the large object, 1 reader, cold", 1, "1 reader", "cold", "plain", False),
+    ("W1 the same, warm (page cache)", 1, "1 reader", "warm", "plain", False),
+    ("W1 the same from the disk cache, page cache dropped", 1, "1 reader", "disk", "plain", False),
+    ("W2 epoch (walk + read every small file), 8 threads, cold", 2, "8 threads", "cold", "plain", False),
+    ("W3 listing (walk + stat every key), cold", 3, "walk+stat", "cold", "plain", False),
+    ("W4 random 4 KiB reads in the large object, 1 reader, cold", 4, "4KiB x1", "cold", "plain", False),
+    ("W5 time to first byte of a fresh open, cold", 5, "small object", "cold", "plain", False),
+    ("W6 by-path shuffled epoch, 4 threads, cold, without the loader order", 6, "4 threads", "cold", "plain",
+     True),
+    ("W6 the same with the loader order (`feedfs prefetch --order`)", 6, "4 threads", "cold", "order", True),
+    ("W7 ImageFolder DataLoader", 7, None, "cold", "any", None),
+)
+
+
+def glance_feedfs(a, which):
+    cs = [c for c in a.configs() if a.family.get(c) == "feedfs"]
+    if which == "order":
+        return [c for c in cs if c == "feedfs-order"]
+    if which == "plain":
+        return [c for c in cs if c not in ("feedfs-order", "feedfs-scraped")]
+    return cs
+
+
+def best_cfg(a, cfgs, w, variant, phase):
+    """(config, median) of the best of cfgs, in the workload's direction."""
+    lower = a.unit(w) in LOWER_BETTER
+    best = None
+    for c in cfgs:
+        v = a.med(c, w, variant, phase)
+        if v is not None and (best is None or (v < best[1] if lower else v > best[1])):
+            best = (c, v)
+    return best
+
+
+def short_error(e):
+    """An error as a reader needs it: the errno's name and text, not the mount path."""
+    if not e:
+        return "error"
+    m = re.search(r"\[Errno (\d+)\] ([^:']+)", e)
+    if m:
+        return "%s (%s)" % (errno.errorcode.get(int(m.group(1)), "errno " + m.group(1)), m.group(2).strip())
+    return e if len(e) <= 80 else e[:77] + "…"
+
+
+def peer_cell(r, family, w, variant, phase):
+    """(text, (config, median) or None) of a peer family's best configuration."""
+    a = r.a
+    cfgs = [c for c in a.configs() if a.family.get(c) == family]
+    if not cfgs:
+        cont = r.knobs.get("CONTENDERS") or []
+        cont = cont.split(",") if isinstance(cont, str) else cont
+        if family in cont:
+            return "no figure: not measured in this run", None
+        return "not run (not in this run's CONTENDERS)", None
+    u = a.unit(w)
+    b = best_cfg(a, cfgs, w, variant, phase)
+    if b:
+        return "%s %s (%s)" % (fmt(b[1], u), u, b[0]), b
+    cells = [(c, a.cells.get((c, w, variant, phase))) for c in cfgs]
+    cells = [(c, x) for c, x in cells if x]
+    if not cells:
+        if phase == "disk":
+            return "not measured: only feedfs-cache gets a pass after dropping the page cache", None
+        return "no figure: not measured in this run", None
+    why = {}
+    for c, x in cells:
+        why.setdefault("wrong bytes" if x["wrong"] else short_error(x["error"]), []).append(c)
+    return "no figure, every pass failed: %s" % "; ".join(
+        "%s (%s)" % (e, ", ".join(cs)) for e, cs in why.items()), None
+
+
+def glance(runs):
+    """The "At a glance" table and the charts below it. Each row comes from the newest
+    shown run (not QUICK) that measured the row for feedfs and any peer on that
+    workload, else the newest that measured it for feedfs."""
+    rows, srcs, used = [], [], []
+    for label, w, variant, phase, which, lat in GLANCE:
+        cands = [r for r in runs if not r.knobs.get("QUICK") and (lat is None or (r.latency > 0) == lat)]
+        if lat:     # W6: latency runs first, then those without
+            cands += [r for r in runs if not r.knobs.get("QUICK") and r.latency == 0]
+
+        def has(r):
+            vs = [variant] if variant else r.a.variants(w, None)
+            return any((c, w, v, phase) in r.a.cells for c in glance_feedfs(r.a, which) for v in vs)
+
+        def peers(r):
+            return any(r.a.family.get(k[0]) in PEERS for k in r.a.order if k[1] == w)
+
+        pick = next((r for r in cands if has(r) and peers(r)), None) or next((r for r in cands if has(r)), None)
+        if pick is None:
+            rows.append(["**%s**" % label, "not measured yet", "", "", "", "", "", ""])
+            continue
+        a = pick.a
+        var = variant or [v for v in a.variants(w, None) if any(
+            (c, w, v, phase) in a.cells for c in glance_feedfs(a, which))][0]
+        u = a.unit(w)
+        lower = u in LOWER_BETTER
+        name = label + ("" if variant else ", %s" % var) + (", +%g ms latency" % pick.latency if pick.latency else "")
+        f = best_cfg(a, glance_feedfs(a, which), w, var, phase)
+        if f:
+            fcell = "**%s %s** (%s)" % (fmt(f[1], u), u, f[0])
+        else:
+            c = next(c for c in glance_feedfs(a, which) if (c, w, var, phase) in a.cells)
+            fcell = "no figure: %s" % (a.cell(c, w, var, phase).strip("*").lower() or "not measured")
+        pc = {fam: peer_cell(pick, fam, w, var, phase) for fam in PEERS}
+        bests = [b for _, b in pc.values() if b]
+        bp = (min if lower else max)(bests, key=lambda x: x[1]) if bests else None
+        ce = a.ceiling(w, var, phase)
+        if w == 7 and ce is None:
+            v = a.med("local-disk", 7, var, phase)
+            ce = ("local disk", v) if v is not None else None
+
+        def ratio(x, as_pct):
+            if f is None or x is None or not x[1]:
+                return "–"
+            q = f[1] / x[1]
+            if lower:
+                return "%.2f× the time" % q
+            return "%.0f%%" % (100 * q) if as_pct else "%.2f×" % q
+        rc = ratio(ce, True)
+        if w == 1 and phase == "cold" and f:
+            pr = paired(a).get(f[0])
+            if pr:
+                rc += " (%.0f%% paired)" % (100 * statistics.median(x[1] / x[2] for x in pr))
+        if pick not in used:
+            used.append(pick)
+        n = used.index(pick) + 1
+        rows.append([name, fcell, pc["s3fs"][0], pc["rclone"][0],
+                     "%s %s (%s)" % (fmt(ce[1], u), u, ce[0]) if ce else "no ceiling measured",
+                     ratio(bp, False), rc, "[%d]" % n])
+        if (pick, w) not in srcs:
+            srcs.append((pick, w))
+    s = ("Medians of each run's repetitions; ratios are feedfs ÷ the reference (for seconds and ms, "
+         "below 1 is better for feedfs). Each row is from the newest run that measured that workload for "
+         "feedfs and the peers; the runs are listed below the table.\n\n")
+    s += md_table(["workload", "feedfs (best configuration)", "s3fs (best)", "rclone (best)", "ceiling",
+                   "feedfs ÷ best peer", "feedfs ÷ ceiling", "run"], rows)
+    s += "\n"
+    for i, r in enumerate(used):
+        s += "%d. %s, %s: `%s` (feedfs %s, %d repetition(s), %.0f min)\n" % (
+            i + 1, r.link(), r.when(), r.meta["command"], r.meta["versions"].get("feedfs", "?"),
+            r.knobs["REPS"], r.meta["duration_s"] / 60)
+    s += ("\nThe ceilings are what the machine gives without FUSE: curl against the server for cold reads "
+          "(the W1 cold figure in brackets is against the ceiling measured right before each pass), "
+          "the local copy of the files for warm and disk-cache reads and for the listing. All of it on "
+          "one 2-core VM against s3rver on loopback: see the Caveats at the end.")
+    if any(w == 6 for _, w in srcs):
+        s += (" W6's ceiling is curl with as many clients as the reader has threads, one GET at a time "
+              "each; told the order, feedfs keeps more GETs in flight than that, so it can pass 100%.")
+    s += "\n"
+    pics = []
+    for r, w in srcs:
+        p = dict(r.charts).get(w)
+        if p and os.path.exists(p):
+            pics.append("![W%d %s](%s)\n\n*W%d, run %s*\n" % (w, WNAMES[w], os.path.relpath(p, ROOT), w, r.stem))
+    full = next((r for r in runs if not r.subset and not r.latency and not r.knobs.get("QUICK")), None)
+    p = dict(full.charts).get("rss") if full else None
+    if p and os.path.exists(p):
+        pics.append("![peak RSS](%s)\n\n*Peak RSS of each daemon per workload, run %s*\n" % (
+            os.path.relpath(p, ROOT), full.stem))
+    if pics:
+        s += "\n" + "\n".join(pics)
+    return s
 
 
 def pick_runs(given):
@@ -669,15 +951,19 @@ def pick_runs(given):
 
 
 def newer_subsets(runs):
-    """Runs in bench/results/subsets/ newer than every run shown, with at least 3 repetitions
-    (single-repetition checks stay in the folder, cited by the notes that use them)."""
+    """Runs in bench/results/subsets/ newer than every run shown, with at least 2 repetitions
+    (single-repetition checks stay in the folder, cited by the probe notes that use them)."""
     shown = max((os.path.basename(p) for p in runs), default="")
     return [p for p in sorted(glob.glob(os.path.join(RESULTS, "subsets", "*.json")))
-            if os.path.basename(p) > shown and load(p)["meta"]["knobs"].get("REPS", 1) >= 3]
+            if os.path.basename(p) > shown and load(p)["meta"]["knobs"].get("REPS", 1) >= 2]
 
 
-HEADER = open(os.path.join(HERE, "BENCHMARKS.head.md")).read() if os.path.exists(
-    os.path.join(HERE, "BENCHMARKS.head.md")) else "# Benchmarks\n\n"
+def read_part(name):
+    p = os.path.join(HERE, name)
+    return open(p).read() if os.path.exists(p) else ""
+
+
+GLANCE_MARK = "<!-- at a glance -->"
 
 
 def main():
@@ -687,28 +973,32 @@ def main():
         if not files:
             raise SystemExit("no results in bench/results/")
         given = files[-1]
-    body = ""
     in_subsets = os.path.dirname(given) == os.path.join(RESULTS, "subsets")
-    runs = pick_runs(None if in_subsets else given)
-    base = None
-    for p in runs:      # the run without latency first (pick_runs' order)
-        sec, a = section(p, base=base)
-        if not load(p)["meta"]["knobs"].get("LATENCY_MS"):
-            base = a
+    paths = pick_runs(None if in_subsets else given)
+    paths += newer_subsets(paths)
+    runs = sorted((Run(p) for p in paths), key=lambda r: r.stem[:16], reverse=True)
+    for r in runs:
+        r.charts = charts(r.a, r.stem)
+    # W6's "despite the latency" target compares with the newest run without latency that has W6
+    base = next((r.a for r in runs if not r.latency and any(k[1] == 6 for k in r.a.order)), None)
+    body = ""
+    for r in runs:
+        sec = run_section(r, base if r.latency else None)
         body += sec + "\n"
-        if p == given:
+        if os.path.abspath(r.path) == given:
             print(sec)
-    for sub in newer_subsets(runs):
-        k = load(sub)["meta"]["knobs"]
-        sec, _ = section(sub, "Subset run, newer than the full run above: workloads %s, contenders %s" % (
-            ",".join(map(str, k["WORKLOADS"])),
-            ",".join(k["CONTENDERS"]) if isinstance(k["CONTENDERS"], list) else k["CONTENDERS"]))
-        body += sec + "\n"
-        if sub == given:
-            print(sec)
+    head = read_part("BENCHMARKS.head.md") or "# Benchmarks\n\n" + GLANCE_MARK + "\n"
+    top, _, howto = head.partition(GLANCE_MARK)
+    doc = (top.rstrip("\n") + "\n\n## At a glance\n\n" + glance(runs) + "\n" + howto.lstrip("\n") +
+           "\n## Results by workload\n" + by_workload(runs) +
+           "\n## The runs: how each was made, the targets, correctness\n\n" +
+           "Newest first.\n\n" + body + read_part("BENCHMARKS.tail.md"))
     with open(MD, "w") as f:
-        f.write(HEADER + "\n## Results\n\n" + body + open(os.path.join(HERE, "BENCHMARKS.tail.md")).read()
-                if os.path.exists(os.path.join(HERE, "BENCHMARKS.tail.md")) else HEADER + body)
+        f.write(doc)
+    if CHARTS_KEPT:
+        sys.stderr.write("bench: matplotlib missing in %s; BENCHMARKS.md shows the %d PNGs already in "
+                         "bench/charts/ (run /usr/bin/python3 bench/report.py to redraw them)\n" % (
+                             sys.executable, len(CHARTS_KEPT)))
     print("bench: wrote %s" % MD)
 
 
