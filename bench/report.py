@@ -497,6 +497,13 @@ def order_targets(a, latency, base=None):
                     fmt(v) + " files/s" if v is not None else "–",
                     fmt(b) + " files/s (feedfs, no latency)" if b is not None else "–",
                     "%.0f%%" % (100 * r) if r is not None else "–", verdict(None if r is None else r >= 0.9)])
+    for var in a.variants(7, O):
+        v, f = a.med(O, 7, var, "cold"), a.med(F, 7, var, "cold")
+        r = v / f if v is not None and f else None
+        out.append(["ImageFolder DataLoader, %s, cold: with feedfs.torch.OrderedSampler ≥ 2× without" % var,
+                    fmt(v) + " samples/s" if v is not None else "–",
+                    fmt(f) + " samples/s (feedfs)" if f is not None else "–",
+                    "%.2f×" % r if r is not None else "–", verdict(None if r is None else r >= 2.0)])
     for var in a.variants(6, O):
         k = order_counters(a, O, var, "cold")
         if "order_fetched" in k:
@@ -777,7 +784,9 @@ GLANCE = (
     ("W6 by-path shuffled epoch, 4 threads, cold, without the loader order", 6, "4 threads", "cold", "plain",
      True),
     ("W6 the same with the loader order (`feedfs prefetch --order`)", 6, "4 threads", "cold", "order", True),
-    ("W7 ImageFolder DataLoader", 7, None, "cold", "any", None),
+    ("W7 ImageFolder DataLoader (torch), shuffled, cold, without the sampler wrapper",
+     7, None, "cold", "plain", True),
+    ("W7 the same with `feedfs.torch.OrderedSampler`", 7, None, "cold", "order", True),
 )
 
 
