@@ -308,6 +308,14 @@ const char *options_long_name(size_t i)
 	return i < N_SPECS ? opt_specs[i].name : NULL;
 }
 
+int options_lookup(const char *long_name)
+{
+	for (size_t i = 0; i < N_SPECS; i++)
+		if (strcmp(opt_specs[i].name, long_name) == 0)
+			return opt_specs[i].metavar ? 1 : 0;
+	return -ENOENT;
+}
+
 /* ---- --help ---------------------------------------------------------------- */
 
 static const char help_head[] =

@@ -89,4 +89,9 @@ void options_version(FILE *out);
  * the end: for tests that keep docs/feedfs.1 and --help complete. */
 const char *options_long_name(size_t i);
 
+/* Whether --long_name exists: 1 when it takes a value, 0 when it is a flag,
+ * -ENOENT when there is no such option (mount.feedfs maps fstab options with
+ * it, so that a name feedfs does not know fails before anything runs). */
+int options_lookup(const char *long_name);
+
 #endif
