@@ -40,7 +40,8 @@ struct options {
 	int force_path_style;
 	int no_sign;
 	uint64_t part_size;
-	uint64_t max_memory;
+	uint64_t max_memory;            /* default: cgroup_memory_budget() under a limit */
+	uint64_t cgroup_memory_limit;   /* the cgroup's memory limit at parse; 0: none */
 	int64_t metadata_ttl_ms;
 	int64_t negative_ttl_ms;
 	uint32_t uid, gid;
