@@ -87,9 +87,10 @@ int main(int argc, char **argv)
 {
 	struct fstab_args fa = { 0 };
 	const char *opts = NULL, *spec, *dir;
-	int c, sloppy = 0, fake = 0, verbose = 0, e;
+	char *joined = NULL;
+	int c, sloppy = 0, fake = 0, verbose = 0, e, rc = 1;
 	char msg[512], bin[PATH_MAX];
-	char **args;
+	char **args = NULL;
 
 	opterr = 0;
 	while ((c = getopt(argc, argv, "sfnvo:N:t:h")) != -1) {
@@ -107,7 +108,8 @@ int main(int argc, char **argv)
 				if (!j)
 					return 1;
 				sprintf(j, "%s,%s", opts, optarg);
-				opts = j;
+				free(joined);
+				opts = joined = j;
 			} else {
 				opts = optarg;
 			}
@@ -130,28 +132,35 @@ int main(int argc, char **argv)
 	e = opts ? fstab_parse_opts(opts, sloppy, &fa, msg, sizeof(msg)) : 0;
 	if (e < 0) {
 		fprintf(stderr, PROG ": %s\n", e == -EINVAL ? msg : strerror(-e));
-		return 1;
+		goto out;
 	}
 	if (find_feedfs(bin, sizeof(bin)) < 0) {
 		fprintf(stderr, PROG ": feedfs not found next to " PROG " nor on PATH\n");
-		return 1;
+		goto out;
 	}
 	args = calloc((size_t)fa.argc + 4, sizeof(*args));
 	if (!args)
-		return 1;
+		goto out;
 	args[0] = bin;
 	args[1] = (char *)spec;
 	args[2] = (char *)dir;
-	memcpy(args + 3, fa.argv, (size_t)fa.argc * sizeof(*args));
+	if (fa.argc)
+		memcpy(args + 3, fa.argv, (size_t)fa.argc * sizeof(*args));
 	if (verbose || fake) {
 		fprintf(stderr, PROG ":");
 		for (int i = 0; args[i]; i++)
 			fprintf(stderr, " %s", args[i]);
 		fprintf(stderr, "\n");
 	}
-	if (fake)
-		return 0;
+	if (fake) {
+		rc = 0;
+		goto out;
+	}
 	execv(bin, args);
 	fprintf(stderr, PROG ": cannot run %s: %s\n", bin, strerror(errno));
-	return 1;
+out:
+	free(args);
+	fstab_args_free(&fa);
+	free(joined);
+	return rc;
 }

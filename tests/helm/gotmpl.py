@@ -104,12 +104,10 @@ def _parse_pipe(toks):
                 raise TemplateError("bad declaration %r" % (toks,))
             decl, op, toks = names, k, toks[i + 1:]
             break
-    cmds, cur, depth, start = [], [], 0, 0
-    groups = []
-    # split on top-level pipes; parenthesized groups become ("paren", pipe)
-    i = 0
+    cmds, cur, i = [], [], 0
 
     def operand(i):
+        """One operand at toks[i]; a parenthesized pipeline becomes ("paren", pipe)."""
         k, v = toks[i]
         if k == "lp":
             depth, j = 1, i + 1
@@ -135,7 +133,6 @@ def _parse_pipe(toks):
         cmds.append(cur)
     if not cmds:
         raise TemplateError("empty pipeline")
-    del groups, depth, start
     return (decl, op, cmds)
 
 
@@ -193,9 +190,14 @@ def _parse(items, pos, stop):
 # ---------------------------------------------------------------- evaluation
 
 def truth(v):
-    return not (v is None or v is False or v == 0 and not isinstance(v, bool) and
-                isinstance(v, (int, float)) or v in ("", [], {}) or
-                (isinstance(v, (list, dict, str)) and len(v) == 0))
+    """Go's template truth: false, 0, nil and empty strings, lists and maps are false."""
+    if v is None or v is False:
+        return False
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v != 0
+    if isinstance(v, (str, list, dict)):
+        return len(v) > 0
+    return True
 
 
 def _go_str(v):

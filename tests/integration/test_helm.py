@@ -21,7 +21,7 @@ from conftest import content_for, is_mounted, sha256
 from mounter import ROOT, REGION, pids_of_mount, s3rver_env
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helm"))
-from gotmpl import TemplateError, render_chart  # noqa: E402
+from gotmpl import Renderer, TemplateError, render_chart  # noqa: E402
 
 CHART = os.path.join(ROOT, "helm", "feedfs")
 NODE = os.path.join(ROOT, "helm", "image", "feedfs-node")
@@ -65,6 +65,40 @@ def docs_of(rendered):
 
 def by_kind(docs):
     return {d["kind"]: d for d in docs}
+
+
+@pytest.mark.parametrize("src,data,out", [
+    # trimming: "{{-" eats the whitespace before, "-}}" after, newlines included
+    ("a  {{- .x -}}  \n b", {"x": 1}, "a1b"),
+    # Go's truth: 0, "", empty list/map and nil are false
+    ("{{ if .a }}T{{ else }}F{{ end }}" * 5, None, None),
+    # maps range in sorted key order; $k, $v; dot is the element
+    ("{{ range $k, $v := .m }}{{ $k }}={{ . }};{{ end }}", {"m": {"b": 2, "a": 1}}, "a=1;b=2;"),
+    # the pipeline value is the last argument; printf's verbs
+    ("{{ .s | printf \"%s-%d\" \"x\" | quote }}", {"s": 5}, '"x-5"'),
+    # a variable set inside range is the outer one (Go 1.11 semantics)
+    ("{{ $f := false }}{{ range .l }}{{ if . }}{{ $f = true }}{{ end }}{{ end }}{{ $f }}",
+     {"l": [0, 3]}, "true"),
+    ("{{ default \"d\" .missing }} {{ and 1 0 }} {{ or 0 \"o\" }} {{ not 0 }}", {}, "d 0 o true"),
+])
+def test_renderer_semantics(src, data, out):
+    r = Renderer()
+    if out is None:       # the truth table
+        for v, want in [(0, "F"), ("", "F"), ([], "F"), ({}, "F"), (None, "F"), (1, "T"),
+                        ("0", "T"), ([0], "T"), (False, "F"), (True, "T")]:
+            assert r.render(r.load("{{ if .a }}T{{ else }}F{{ end }}"), {"a": v}) == want, v
+        return
+    assert r.render(r.load(src), data) == out
+
+
+def test_renderer_errors_like_helm():
+    r = Renderer()
+    with pytest.raises(TemplateError, match="nil pointer evaluating .a.b"):
+        r.render(r.load("{{ .a.b }}"), {})
+    with pytest.raises(TemplateError, match="function 'lookup' not defined"):
+        r.render(r.load("{{ lookup 1 }}"), {})
+    with pytest.raises(TemplateError, match="missing {{end}}"):
+        r.load("{{ if .a }}x")
 
 
 def test_chart_default_values(k8s):
