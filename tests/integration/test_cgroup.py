@@ -83,6 +83,14 @@ class Cgroup:
         try:
             if v2:
                 if "memory" not in open(os.path.join(d, "cgroup.controllers")).read().split():
+                    # Delegate it when we may (the root cgroup, or one without
+                    # processes of its own); EBUSY otherwise, and we skip.
+                    try:
+                        with open(os.path.join(parent, "cgroup.subtree_control"), "w") as f:
+                            f.write("+memory")
+                    except OSError:
+                        pass
+                if "memory" not in open(os.path.join(d, "cgroup.controllers")).read().split():
                     raise OSError("memory controller not delegated to %s" % d)
                 open(os.path.join(d, "memory.max"), "w").write(str(limit))
                 if os.path.exists(os.path.join(d, "memory.swap.max")):
