@@ -41,7 +41,7 @@ LDFLAGS  += $(SANFLAGS)
 
 # Every module's sources, except the program entry point, go into one archive so
 # that each unit test binary links only what it uses.
-LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
+LIB_SRCS  := $(filter-out src/main.c src/mount_helper.c,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB       := $(BUILD)/libfeedfs.a
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -52,7 +52,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \
         python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
-all: $(BUILD)/feedfs ## build build/feedfs (default)
+all: $(BUILD)/feedfs $(BUILD)/mount.feedfs ## build build/feedfs and build/mount.feedfs (default)
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -70,17 +70,48 @@ $(BUILD)/feedfs: $(BUILD)/obj/src/main.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The mount(8) helper needs only the option table and the fstab mapping.
+$(BUILD)/mount.feedfs: $(BUILD)/obj/src/mount_helper.o $(LIB)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_HARN) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-install: $(BUILD)/feedfs ## install feedfs and its man page under PREFIX (/usr/local)
-	install -D -m 0755 $(BUILD)/feedfs $(DESTDIR)$(PREFIX)/bin/feedfs
-	install -D -m 0644 docs/feedfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/feedfs.1
+# Where make install puts things. mount(8) looks for helpers in /sbin only
+# (/sbin/fs.d, /sbin/fs: rare), whatever PREFIX is: hence SBINDIR's default.
+BINDIR    ?= $(PREFIX)/bin
+SBINDIR   ?= /sbin
+MANDIR    ?= $(PREFIX)/share/man
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+DOCDIR    ?= $(PREFIX)/share/doc/feedfs
+PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+PY_SRCS   := $(wildcard python/feedfs/*.py)
+
+install: $(BUILD)/feedfs $(BUILD)/mount.feedfs ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, units, man pages, python package
+	install -D -m 0755 $(BUILD)/feedfs $(DESTDIR)$(BINDIR)/feedfs
+	install -D -m 0755 $(BUILD)/mount.feedfs $(DESTDIR)$(SBINDIR)/mount.feedfs
+	install -D -m 0644 docs/feedfs.1 $(DESTDIR)$(MANDIR)/man1/feedfs.1
+	install -D -m 0644 docs/mount.feedfs.8 $(DESTDIR)$(MANDIR)/man8/mount.feedfs.8
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's#/usr/local/bin/feedfs#$(BINDIR)/feedfs#' systemd/feedfs@.service \
+		>$(DESTDIR)$(UNITDIR)/feedfs@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/feedfs@.service
+	install -D -m 0644 systemd/feedfs.env.example $(DESTDIR)$(DOCDIR)/feedfs.env.example
+	install -D -m 0644 docs/DEPLOY.md $(DESTDIR)$(DOCDIR)/DEPLOY.md
+	install -d $(DESTDIR)$(PYTHONDIR)/feedfs
+	install -m 0644 $(PY_SRCS) $(DESTDIR)$(PYTHONDIR)/feedfs/
+# libfeedfs (library and headers, branch device) installs below this line.
 
 uninstall: ## remove what install put in place
-	rm -f $(DESTDIR)$(PREFIX)/bin/feedfs $(DESTDIR)$(PREFIX)/share/man/man1/feedfs.1
+	rm -f $(DESTDIR)$(BINDIR)/feedfs $(DESTDIR)$(SBINDIR)/mount.feedfs \
+	      $(DESTDIR)$(MANDIR)/man1/feedfs.1 $(DESTDIR)$(MANDIR)/man8/mount.feedfs.8 \
+	      $(DESTDIR)$(UNITDIR)/feedfs@.service $(DESTDIR)$(DOCDIR)/feedfs.env.example \
+	      $(DESTDIR)$(DOCDIR)/DEPLOY.md
+	rm -rf $(DESTDIR)$(PYTHONDIR)/feedfs
+	-rmdir $(DESTDIR)$(DOCDIR)
 
 deps: ## install build and test dependencies (Debian packages, pinned npm s3rver)
 	tests/deps.sh

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "feedfs/cache.h"
+#include "feedfs/cgroup.h"
 #include "feedfs/creds.h"
 #include "feedfs/log.h"
 #include "feedfs/options.h"
@@ -213,8 +214,9 @@ static const struct opt_spec opt_specs[] = {
 	{ .name = "max-memory", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(max_memory),
 	  .help = "memory for in-flight and readahead buffers and, with\n"
 		  "--cache-dir, the cache's io buffers (80MiB at the\n"
-		  "default); at least 4 x part size (default 512MiB);\n"
-		  "readahead of all files stays within 64MiB per CPU" },
+		  "default); at least 4 x part size (default 512MiB;\n"
+		  "under a cgroup memory limit L: L/2 - 64MiB, at least\n"
+		  "32MiB); readahead of all files stays within 64MiB per CPU" },
 	{ .name = "metadata-ttl", .metavar = "SECONDS", .kind = OPT_SECONDS,
 	  .off = AT(metadata_ttl_ms),
 	  .help = "how long attributes, names and listings are trusted\n"
@@ -306,6 +308,14 @@ static const struct opt_spec opt_specs[] = {
 const char *options_long_name(size_t i)
 {
 	return i < N_SPECS ? opt_specs[i].name : NULL;
+}
+
+int options_lookup(const char *long_name)
+{
+	for (size_t i = 0; i < N_SPECS; i++)
+		if (strcmp(opt_specs[i].name, long_name) == 0)
+			return opt_specs[i].metavar ? 1 : 0;
+	return -ENOENT;
 }
 
 /* ---- --help ---------------------------------------------------------------- */
@@ -448,6 +458,13 @@ static void set_defaults(struct options *o)
 	o->ca_bundle = util_getenv_nonempty("AWS_CA_BUNDLE");
 	o->part_size = 8 * MIB;
 	o->max_memory = 512 * MIB;
+	/* In a container, a fixed 512 MiB can exceed the memory limit (an OOM
+	 * kill) or waste most of it: derive the default from the limit. An
+	 * explicit --max-memory is applied after this and wins. */
+	if (cgroup_memory_limit(&o->cgroup_memory_limit) > 0)
+		o->max_memory = cgroup_memory_budget(o->cgroup_memory_limit);
+	else
+		o->cgroup_memory_limit = 0;
 	o->metadata_ttl_ms = 60 * 1000;
 	o->negative_ttl_ms = 5 * 1000;
 	o->uid = getuid();

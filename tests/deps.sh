@@ -18,7 +18,8 @@ PKG_MODULES=(fuse3 libcurl openssl libxml-2.0 liburing)
 APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
           libxml2-dev liburing-dev python3 python3-boto3 python3-pytest python3-prometheus-client
           python3-torch python3-torchvision curl ca-certificates iproute2
-          clang libclang-rt-14-dev valgrind)
+          clang libclang-rt-14-dev valgrind
+          python3-yaml python3-kubernetes systemd)
 S3RVER_VERSION=3.7.1
 
 say() { printf 'deps: %s\n' "$*"; }
@@ -64,6 +65,10 @@ check_system() {
 		say "missing: $PY"; ok=1
 	fi
 	command -v curl >/dev/null 2>&1 || { say "missing: curl"; ok=1; }
+	# the chart's render test checks objects against python3-kubernetes' models;
+	# the unit test runs systemd-analyze verify
+	"$PY" -c 'import yaml, kubernetes' 2>/dev/null || { say "missing: $PY modules yaml/kubernetes"; ok=1; }
+	command -v systemd-analyze >/dev/null 2>&1 || { say "missing: systemd-analyze (systemd)"; ok=1; }
 	# the fuzz-smoke step of make test builds libFuzzer harnesses with clang
 	command -v clang >/dev/null 2>&1 || { say "missing: clang"; ok=1; }
 	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || { say "missing: libclang-rt-14-dev"; ok=1; }

@@ -40,7 +40,8 @@ struct options {
 	int force_path_style;
 	int no_sign;
 	uint64_t part_size;
-	uint64_t max_memory;
+	uint64_t max_memory;            /* default: cgroup_memory_budget() under a limit */
+	uint64_t cgroup_memory_limit;   /* the cgroup's memory limit at parse; 0: none */
 	int64_t metadata_ttl_ms;
 	int64_t negative_ttl_ms;
 	uint32_t uid, gid;
@@ -88,5 +89,10 @@ void options_version(FILE *out);
 /* The long name of option i of the table ("cache-dir", no dashes), NULL past
  * the end: for tests that keep docs/feedfs.1 and --help complete. */
 const char *options_long_name(size_t i);
+
+/* Whether --long_name exists: 1 when it takes a value, 0 when it is a flag,
+ * -ENOENT when there is no such option (mount.feedfs maps fstab options with
+ * it, so that a name feedfs does not know fails before anything runs). */
+int options_lookup(const char *long_name);
 
 #endif

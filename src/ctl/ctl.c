@@ -16,6 +16,7 @@
 
 #include "feedfs/hash.h"
 #include "feedfs/log.h"
+#include "feedfs/notify.h"
 #include "feedfs/util.h"
 
 #define TAG "ctl"
@@ -93,9 +94,30 @@ static int private_dir(char *msg, size_t msg_len)
 
 /* ---- the ticker ------------------------------------------------------------ */
 
+/* One STATUS line for systemctl status (a no-op outside a Type=notify unit):
+ * the last second's throughput and what the cache and the budget hold. */
+static void tick_status(const struct stats_reg *r, const struct stats_rate *rate)
+{
+	uint64_t cache_used = stats_reg_value(r, "cache", "bytes_used");
+	uint64_t cache_cap = stats_reg_value(r, "cache", "capacity_bytes");
+	uint64_t bud_used = stats_reg_value(r, "budget", "used_bytes");
+	uint64_t bud_max = stats_reg_value(r, "budget", "max_bytes");
+	char cache[64] = "no cache";
+
+	if (cache_cap)
+		snprintf(cache, sizeof(cache), "cache %llu/%llu MiB",
+			 (unsigned long long)(cache_used >> 20), (unsigned long long)(cache_cap >> 20));
+	notify_status("reads %.1f MiB/s (%.0f/s), S3 %.1f MiB/s, %s, memory %llu/%llu MiB",
+		      (double)rate->fuse_bytes / rate->seconds / 1048576.0,
+		      (double)rate->fuse_reads / rate->seconds,
+		      (double)rate->s3_bytes / rate->seconds / 1048576.0, cache,
+		      (unsigned long long)(bud_used >> 20), (unsigned long long)(bud_max >> 20));
+}
+
 static void tick(struct ctl *c)
 {
 	const struct stats_reg *r = c->cfg.reg;
+	struct stats_rate rate;
 	uint64_t now = stats_now_ns();
 	uint64_t fb = stats_reg_value(r, "fs", "read_bytes");
 	uint64_t fr = stats_reg_value(r, "fs", "reads");
@@ -112,7 +134,10 @@ static void tick(struct ctl *c)
 	c->last_fuse_bytes = fb;
 	c->last_fuse_reads = fr;
 	c->last_s3_bytes = sb;
+	rate = c->rate;
 	pthread_mutex_unlock(&c->mu);
+	if (rate.seconds > 0)
+		tick_status(r, &rate);
 }
 
 static void *ticker_main(void *arg)

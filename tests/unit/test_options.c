@@ -9,6 +9,7 @@
 #include "harness.h"
 
 #include "feedfs/cache.h"
+#include "feedfs/cgroup.h"
 #include "feedfs/log.h"
 #include "feedfs/options.h"
 
@@ -307,7 +308,9 @@ static void t_defaults(void)
 	CHECK(o.metrics_host == NULL);
 	CHECK_EQ_INT(o.metrics_port, 0);
 	CHECK_EQ_INT(o.part_size, 8 * MIB);
-	CHECK_EQ_INT(o.max_memory, 512 * MIB);
+	/* 512 MiB, or what the cgroup's memory limit leaves (src/cgroup.c). */
+	CHECK_EQ_INT(o.max_memory, o.cgroup_memory_limit ?
+		     cgroup_memory_budget(o.cgroup_memory_limit) : 512 * MIB);
 	CHECK_EQ_INT(o.metadata_ttl_ms, 60000);
 	CHECK_EQ_INT(o.negative_ttl_ms, 5000);
 	CHECK_EQ_INT(o.uid, getuid());
