@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -269,6 +270,9 @@ int keep_run(char **argv, const char *mount_abs, int notify_fd, keep_serve_fn se
 	sigset_t mask;
 	int chan[2], rc;
 
+	/* Its environment may hold credentials: no core dumps, no ptrace by
+	 * the same user (docs/SECURITY.md), as the server. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	memset(&kp, 0, sizeof(kp));
 	kp.argv = argv;
 	kp.mount_abs = mount_abs;
