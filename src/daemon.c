@@ -12,7 +12,8 @@
  *                   session, its signal handlers
  *   mount_fs        the control socket (stats, warm, order, /metrics), mount,
  *                   "ready" to the parent
- *   run_loop        the kernel readahead thread, the multi-threaded loop
+ *   run_loop        the INIT (saved or replayed under a keeper), the
+ *                   kernel readahead, the multi-threaded loop
  * Any failure takes the one unwind path, fail(): report the line once,
  * teardown() what was built, in reverse order. Threads (s3's http thread,
  * creds' refresher, the cache's ring) start here only, after the fork.
@@ -92,39 +93,34 @@ static int warm_resolve(void *arg, const char *path, size_t path_len, char **key
 	return 0;
 }
 
-/* The kernel lets a FUSE daemon only lower the readahead at INIT, so raising it
- * must happen after INIT has been answered: this thread's stat of the mount
- * root waits for that (the loop answers it), then sets the BDI's read_ahead_kb.
- * Best effort: a failure is logged, never fatal. */
-struct bdi_job {
-	char path[PATH_MAX];
-	unsigned kb;
-};
-
-static void *bdi_main(void *arg)
+/* The kernel lets a FUSE daemon only lower the readahead at INIT, so raising
+ * it must happen once INIT has been answered: run_loop answers it before the
+ * loop starts, then sets the BDI's read_ahead_kb, found from mountinfo (a
+ * stat of the mount would wait for the loop). As root; best effort: a
+ * failure is logged, never fatal. */
+static void set_bdi_readahead(const struct options *o)
 {
-	struct bdi_job *j = arg;
+	uint64_t kb = o->part_size / 1024;
+	unsigned ma, mi, v = (unsigned)(kb < 1024 ? 1024 : kb > 16384 ? 16384 : kb);
 	char sys[128], val[32];
-	struct stat st;
-	int fd, n;
+	int fd, n, e;
 
-	if (stat(j->path, &st) < 0) {
-		log_warn(TAG, "read_ahead_kb not set: stat %s: %s", j->path, strerror(errno));
-		free(j);
-		return NULL;
+	if (o->no_bdi_readahead || geteuid() != 0)
+		return;
+	e = mount_dev(o->mount_abs, &ma, &mi);
+	if (e < 0) {
+		log_warn(TAG, "read_ahead_kb not set: %s not in mountinfo", o->mount_abs);
+		return;
 	}
-	snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
-		 minor(st.st_dev));
-	n = snprintf(val, sizeof(val), "%u\n", j->kb);
+	snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", ma, mi);
+	n = snprintf(val, sizeof(val), "%u\n", v);
 	fd = open(sys, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, val, (size_t)n) != n)
-		log_warn(TAG, "cannot set %s to %u: %s", sys, j->kb, strerror(errno));
+		log_warn(TAG, "cannot set %s to %u: %s", sys, v, strerror(errno));
 	else
-		log_info(TAG, "kernel readahead of the mount: %s = %u", sys, j->kb);
+		log_info(TAG, "kernel readahead of the mount: %s = %u", sys, v);
 	if (fd >= 0)
 		close(fd);
-	free(j);
-	return NULL;
 }
 
 static char *mount_options(const struct options *o)
@@ -159,8 +155,6 @@ struct running {
 	struct stats_reg reg;           /* what ctl and the unmount log read */
 	struct stats_mount smount;
 	int mounted, handlers;
-	pthread_t bdi_thread;
-	int bdi_started;
 };
 
 /* A successor's session sits on the inherited descriptor (/dev/fd/N), so
@@ -193,8 +187,6 @@ static void teardown(struct running *r)
 		unmount_taken_over(r);
 	else if (r->mounted)
 		fuse_session_unmount(r->se);
-	if (r->bdi_started)
-		pthread_join(r->bdi_thread, NULL);
 	/* Warming fetches through the cache, the cache through s3: stop them in
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
@@ -626,26 +618,6 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 	return 0;
 }
 
-/* As root, raise the mount's kernel readahead to the part size (1..16 MiB)
- * once INIT is answered (bdi_main). */
-static void start_bdi_thread(const struct options *o, struct running *r)
-{
-	struct bdi_job *j;
-	uint64_t kb = o->part_size / 1024;
-
-	if (o->no_bdi_readahead || geteuid() != 0)
-		return;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return;
-	snprintf(j->path, sizeof(j->path), "%s", o->mount_abs);
-	j->kb = (unsigned)(kb < 1024 ? 1024 : kb > 16384 ? 16384 : kb);
-	if (pthread_create(&r->bdi_thread, NULL, bdi_main, j) == 0)
-		r->bdi_started = 1;
-	else
-		free(j);
-}
-
 /* The multi-threaded FUSE loop, until unmount or a signal. */
 static int run_loop(const struct options *o, struct running *r, char *msg, size_t msg_len)
 {
@@ -657,19 +629,18 @@ static int run_loop(const struct options *o, struct running *r, char *msg, size_
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
 	}
-	start_bdi_thread(o, r);
 	/* Reads block on S3: enough workers for a DataLoader's parallel readers. */
 	fuse_loop_cfg_set_max_threads(lcfg, 64);
 	fuse_loop_cfg_set_idle_threads(lcfg, 16);
-	if (r->keep) {
-		/* The INIT: saved for a successor, or replayed from the first. */
-		e = r->mounted == 2 ? keep_takeover_init(r->keep, r->se, msg, msg_len)
-				    : keep_first_init(r->keep, r->se, msg, msg_len);
-		if (e < 0) {
-			fuse_loop_cfg_destroy(lcfg);
-			return e;
-		}
+	/* The INIT, here before the loop: saved for a successor (under a
+	 * keeper), or replayed from the first server. */
+	e = r->mounted == 2 ? keep_takeover_init(r->keep, r->se, msg, msg_len)
+			    : keep_first_init(r->keep, r->se, msg, msg_len);
+	if (e < 0) {
+		fuse_loop_cfg_destroy(lcfg);
+		return e;
 	}
+	set_bdi_readahead(o);
 	e = fuse_session_loop_mt(r->se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 	log_info(TAG, "unmounting %s (loop ended: %d)", o->mount_abs, e);

@@ -106,7 +106,8 @@ int keep_handle_get(struct keep *k, uint64_t fh, enum keep_kind kind, uint64_t *
 int keep_send_fuse_fd(int chan_fd, int fuse_fd);
 
 struct fuse_session;
-/* First server: read the INIT request, save it, process it (before the loop).
+/* First server: read the INIT request, save it (k may be NULL: serving
+ * alone), process it (before the loop, so INIT is answered when it returns).
  * Successor: process the saved INIT on a session "mounted" on the inherited
  * descriptor, then ask the kernel to resend what the dead process had read.
  * 0, or -errno with a line in msg. */

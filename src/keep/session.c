@@ -83,7 +83,8 @@ int keep_first_init(struct keep *k, struct fuse_session *se, char *msg, size_t m
 		free(buf);
 		return -e;
 	}
-	keep_save_init(k, buf, (size_t)n);
+	if (k)
+		keep_save_init(k, buf, (size_t)n);
 	memset(&fb, 0, sizeof(fb));
 	fb.mem = buf;
 	fb.size = (size_t)n;

@@ -182,7 +182,7 @@ def test_fault_kind(kind, mount, fproxy, fdata):
     bucket, data = fdata
     rate, repeat, allowed = PLAN[kind]
     m = mount(bucket, "", *ARGS, endpoint=fproxy.url)
-    pid = m.pids[0]
+    pid = m.server
     sampler = RssSampler(pid)
     tasks = tasks_for(data)
     refuser = None
