@@ -12,7 +12,8 @@
  *                   session, its signal handlers
  *   mount_fs        the control socket (stats, warm, order, /metrics), mount,
  *                   "ready" to the parent
- *   run_loop        the kernel readahead thread, the multi-threaded loop
+ *   run_loop        the INIT (saved or replayed under a keeper), the
+ *                   kernel readahead, the multi-threaded loop
  * Any failure takes the one unwind path, fail(): report the line once,
  * teardown() what was built, in reverse order. Threads (s3's http thread,
  * creds' refresher, the cache's ring) start here only, after the fork.
@@ -29,9 +30,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "feedfs/ahead.h"
@@ -42,6 +45,7 @@
 #include "feedfs/daemon.h"
 #include "feedfs/fs.h"
 #include "feedfs/hint.h"
+#include "feedfs/keep.h"
 #include "feedfs/log.h"
 #include "feedfs/mount.h"
 #include "feedfs/options.h"
@@ -89,39 +93,34 @@ static int warm_resolve(void *arg, const char *path, size_t path_len, char **key
 	return 0;
 }
 
-/* The kernel lets a FUSE daemon only lower the readahead at INIT, so raising it
- * must happen after INIT has been answered: this thread's stat of the mount
- * root waits for that (the loop answers it), then sets the BDI's read_ahead_kb.
- * Best effort: a failure is logged, never fatal. */
-struct bdi_job {
-	char path[PATH_MAX];
-	unsigned kb;
-};
-
-static void *bdi_main(void *arg)
+/* The kernel lets a FUSE daemon only lower the readahead at INIT, so raising
+ * it must happen once INIT has been answered: run_loop answers it before the
+ * loop starts, then sets the BDI's read_ahead_kb, found from mountinfo (a
+ * stat of the mount would wait for the loop). As root; best effort: a
+ * failure is logged, never fatal. */
+static void set_bdi_readahead(const struct options *o)
 {
-	struct bdi_job *j = arg;
+	uint64_t kb = o->part_size / 1024;
+	unsigned ma, mi, v = (unsigned)(kb < 1024 ? 1024 : kb > 16384 ? 16384 : kb);
 	char sys[128], val[32];
-	struct stat st;
-	int fd, n;
+	int fd, n, e;
 
-	if (stat(j->path, &st) < 0) {
-		log_warn(TAG, "read_ahead_kb not set: stat %s: %s", j->path, strerror(errno));
-		free(j);
-		return NULL;
+	if (o->no_bdi_readahead || geteuid() != 0)
+		return;
+	e = mount_dev(o->mount_abs, &ma, &mi);
+	if (e < 0) {
+		log_warn(TAG, "read_ahead_kb not set: %s not in mountinfo", o->mount_abs);
+		return;
 	}
-	snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
-		 minor(st.st_dev));
-	n = snprintf(val, sizeof(val), "%u\n", j->kb);
+	snprintf(sys, sizeof(sys), "/sys/class/bdi/%u:%u/read_ahead_kb", ma, mi);
+	n = snprintf(val, sizeof(val), "%u\n", v);
 	fd = open(sys, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, val, (size_t)n) != n)
-		log_warn(TAG, "cannot set %s to %u: %s", sys, j->kb, strerror(errno));
+		log_warn(TAG, "cannot set %s to %u: %s", sys, v, strerror(errno));
 	else
-		log_info(TAG, "kernel readahead of the mount: %s = %u", sys, j->kb);
+		log_info(TAG, "kernel readahead of the mount: %s = %u", sys, v);
 	if (fd >= 0)
 		close(fd);
-	free(j);
-	return NULL;
 }
 
 static char *mount_options(const struct options *o)
@@ -149,23 +148,45 @@ struct running {
 	struct rd_budget *budget;
 	struct fs *fs;
 	struct hint *hint;              /* loader-order prefetch (the O verb) */
+	const struct keep_env *ke;      /* under a keeper: what it handed over; else NULL */
+	struct keep *keep;              /* the region the keeper's servers share */
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
 	struct stats_reg reg;           /* what ctl and the unmount log read */
 	struct stats_mount smount;
 	int mounted, handlers;
-	pthread_t bdi_thread;
-	int bdi_started;
 };
+
+/* A successor's session sits on the inherited descriptor (/dev/fd/N), so
+ * libfuse does not know the mount point: unmount it here, lazily as libfuse
+ * does (fusermount3 for a user). */
+static void unmount_taken_over(struct running *r)
+{
+	const char *mnt = r->ke->mount_abs;
+
+	if (umount2(mnt, MNT_DETACH) == 0 || errno == EINVAL || errno == ENOENT)
+		return;             /* unmounted now, or already (fusermount3 -u) */
+	if (errno == EPERM) {
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			execlp("fusermount3", "fusermount3", "-u", "-z", "--", mnt, (char *)NULL);
+			_exit(127);
+		}
+		if (pid > 0 && waitpid(pid, NULL, 0) == pid)
+			return;
+	}
+	log_warn(TAG, "cannot unmount %s: %s", mnt, strerror(errno));
+}
 
 static void teardown(struct running *r)
 {
 	if (r->handlers)
 		fuse_remove_signal_handlers(r->se);
-	if (r->mounted)
+	if (r->mounted == 2)
+		unmount_taken_over(r);
+	else if (r->mounted)
 		fuse_session_unmount(r->se);
-	if (r->bdi_started)
-		pthread_join(r->bdi_thread, NULL);
 	/* Warming fetches through the cache, the cache through s3: stop them in
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
@@ -187,6 +208,7 @@ static void teardown(struct running *r)
 		rd_budget_destroy(r->budget);
 	if (r->creds)
 		creds_chain_destroy(r->creds);
+	keep_close(r->keep);
 }
 
 /* Report a start-up failure once: on stderr in the foreground, else through
@@ -448,6 +470,10 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
 	fopts.ahead = r->stack.ahead;
 	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+	if (mopts && r->keep && fs_set_keep(r->fs, r->keep) < 0) {
+		free(mopts);
+		mopts = NULL;
+	}
 	if (!mopts) {
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
@@ -511,7 +537,8 @@ static void register_stats(const struct options *o, struct running *r)
 	r->smount = (struct stats_mount){
 		.version = FEEDFS_VERSION, .bucket = o->bucket, .prefix = o->prefix,
 		.endpoint = s3_client_endpoint(r->s3), .mountpoint = o->mount_abs,
-		.pid = (int)getpid(), .started_wall_ms = util_wall_ms(),
+		.pid = (int)getpid(), .takeovers = r->ke ? r->ke->takeovers : 0,
+		.started_wall_ms = util_wall_ms(),
 		.started_ns = stats_now_ns(),
 	};
 }
@@ -559,35 +586,36 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 	e = start_ctl(o, r, view, msg, msg_len);
 	if (e < 0)
 		return e;
+	if (r->ke && r->ke->fuse_fd >= 0) {
+		/* A successor: the connection is the keeper's (keep.h). */
+		char dev[32];
+
+		snprintf(dev, sizeof(dev), "/dev/fd/%d", r->ke->fuse_fd);
+		if (fuse_session_mount(r->se, dev) < 0) {
+			snprintf(msg, msg_len, "takeover: cannot use %s", dev);
+			return -EIO;
+		}
+		r->mounted = 2;
+		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
+			 o->mount_abs, r->ke->takeovers);
+		return 0;
+	}
 	if (fuse_session_mount(r->se, o->mount_abs) < 0) {
 		snprintf(msg, msg_len, "cannot mount on %s (is /dev/fuse usable? "
 			 "is fusermount3 installed?)", o->mount_abs);
 		return -EIO;
 	}
 	r->mounted = 1;
+	if (r->ke && r->ke->chan_fd >= 0) {
+		e = keep_send_fuse_fd(r->ke->chan_fd, fuse_session_fd(r->se));
+		if (e < 0)
+			log_warn(TAG, "the keeper did not take the mount (%s): it will not "
+				 "survive this process", strerror(-e));
+		close(r->ke->chan_fd);
+	}
 	log_info(TAG, "mounted s3://%s/%s on %s", o->bucket, o->prefix, o->mount_abs);
 	mount_daemon_ready(notify_fd, NULL);
 	return 0;
-}
-
-/* As root, raise the mount's kernel readahead to the part size (1..16 MiB)
- * once INIT is answered (bdi_main). */
-static void start_bdi_thread(const struct options *o, struct running *r)
-{
-	struct bdi_job *j;
-	uint64_t kb = o->part_size / 1024;
-
-	if (o->no_bdi_readahead || geteuid() != 0)
-		return;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return;
-	snprintf(j->path, sizeof(j->path), "%s", o->mount_abs);
-	j->kb = (unsigned)(kb < 1024 ? 1024 : kb > 16384 ? 16384 : kb);
-	if (pthread_create(&r->bdi_thread, NULL, bdi_main, j) == 0)
-		r->bdi_started = 1;
-	else
-		free(j);
 }
 
 /* The multi-threaded FUSE loop, until unmount or a signal. */
@@ -601,17 +629,25 @@ static int run_loop(const struct options *o, struct running *r, char *msg, size_
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
 	}
-	start_bdi_thread(o, r);
 	/* Reads block on S3: enough workers for a DataLoader's parallel readers. */
 	fuse_loop_cfg_set_max_threads(lcfg, 64);
 	fuse_loop_cfg_set_idle_threads(lcfg, 16);
+	/* The INIT, here before the loop: saved for a successor (under a
+	 * keeper), or replayed from the first server. */
+	e = r->mounted == 2 ? keep_takeover_init(r->keep, r->se, msg, msg_len)
+			    : keep_first_init(r->keep, r->se, msg, msg_len);
+	if (e < 0) {
+		fuse_loop_cfg_destroy(lcfg);
+		return e;
+	}
+	set_bdi_readahead(o);
 	e = fuse_session_loop_mt(r->se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 	log_info(TAG, "unmounting %s (loop ended: %d)", o->mount_abs, e);
 	return 0;
 }
 
-int daemon_run(struct options *o, int notify_fd)
+int daemon_run(struct options *o, int notify_fd, const struct keep_env *ke)
 {
 	struct running r;
 	struct rd_config rcfg;
@@ -622,6 +658,12 @@ int daemon_run(struct options *o, int notify_fd)
 	memset(&r, 0, sizeof(r));
 	msg[0] = '\0';
 	e = process_setup(o, msg, sizeof(msg));
+	if (e == 0 && ke && ke->state_fd >= 0) {
+		r.ke = ke;
+		e = keep_open(ke->state_fd, &r.keep);
+		if (e < 0)
+			snprintf(msg, sizeof(msg), "keeper state: %s", strerror(-e));
+	}
 	if (e == 0)
 		e = start_s3(o, &r, msg, sizeof(msg));
 	if (e == 0 && o->dry_run) {

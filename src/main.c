@@ -17,6 +17,7 @@
 #include "feedfs/cli.h"
 #include "feedfs/creds.h"
 #include "feedfs/daemon.h"
+#include "feedfs/keep.h"
 #include "feedfs/log.h"
 #include "feedfs/mount.h"
 #include "feedfs/options.h"
@@ -60,8 +61,22 @@ static int print_credentials_source(const struct options *o)
 	return 0;
 }
 
-/* Check the mount point, become a daemon unless -f, run the mount. */
-static int mount_and_run(struct options *o)
+struct serve_args {
+	struct options *o;
+	int notify_fd;
+};
+
+/* keep_serve_fn: the server under the keeper. */
+static int serve(void *arg, const struct keep_env *ke)
+{
+	const struct serve_args *a = arg;
+
+	return daemon_run(a->o, a->notify_fd, ke);
+}
+
+/* Check the mount point, become a daemon unless -f, run the mount under a
+ * keeper (keep.h) unless --no-keeper. */
+static int mount_and_run(struct options *o, char **argv)
 {
 	char msg[PATH_MAX + 256], *log_abs = NULL;
 	int notify_fd = -1, e;
@@ -89,12 +104,23 @@ static int mount_and_run(struct options *o)
 			return 1;
 		}
 	}
-	e = daemon_run(o, notify_fd);
+	if (o->no_keeper) {
+		e = daemon_run(o, notify_fd, NULL);
+	} else {
+		struct serve_args a = { .o = o, .notify_fd = notify_fd };
+
+		/* The keeper's few lines go where the server's will (a bad
+		 * --log-file is the server's to report). */
+		log_init(o->log_file ? LOG_SINK_FILE : o->foreground ? LOG_SINK_STDERR
+								     : LOG_SINK_SYSLOG,
+			 o->log_file, o->log_level);
+		e = keep_run(argv, o->mount_abs, notify_fd, serve, &a);
+	}
 	free(log_abs);
 	return e;
 }
 
-static int run_options(struct options *o)
+static int run_options(struct options *o, char **argv)
 {
 	if (o->print_creds)
 		return print_credentials_source(o);
@@ -104,13 +130,14 @@ static int run_options(struct options *o)
 		o->foreground = 1;
 		if (!o->log_file && !o->log_level_set)
 			o->log_level = LOG_WARNING;
-		return daemon_run(o, -1);
+		return daemon_run(o, -1, NULL);
 	}
-	return mount_and_run(o);
+	return mount_and_run(o, argv);
 }
 
 int main(int argc, char **argv)
 {
+	struct keep_env ke;
 	struct options o;
 	char msg[PATH_MAX + 256];
 	int e;
@@ -131,8 +158,19 @@ int main(int argc, char **argv)
 		else
 			fprintf(stderr, "feedfs: %s\n", strerror(-e));
 		e = e == -EINVAL ? 2 : 1;
+	} else if ((e = keep_from_env(&ke)) != 0) {
+		/* A successor the keeper started (keep.h): the mount point is the
+		 * live mount it takes over, never stat()ed (that would wait for
+		 * this very process). */
+		if (e < 0 || strlen(ke.mount_abs) >= sizeof(o.mount_abs)) {
+			fprintf(stderr, "feedfs: bad FEEDFS_KEEP in the environment\n");
+			e = 1;
+		} else {
+			strcpy(o.mount_abs, ke.mount_abs);
+			e = daemon_run(&o, -1, &ke);
+		}
 	} else {
-		e = run_options(&o);
+		e = run_options(&o, argv);
 	}
 	options_free(&o);
 	return e;

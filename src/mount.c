@@ -57,6 +57,30 @@ int mount_info_fields(char *line, char **mountpoint, char **fstype)
 	return 0;
 }
 
+int mount_dev(const char *abs, unsigned *major, unsigned *minor)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *mp, *type;
+	size_t cap = 0;
+	int found = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned ma, mi;
+
+		if (sscanf(line, "%*s %*s %u:%u", &ma, &mi) != 2 ||
+		    mount_info_fields(line, &mp, &type) < 0 || strcmp(mp, abs) != 0)
+			continue;
+		*major = ma;            /* the last one listed is on top */
+		*minor = mi;
+		found = 0;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
 /* 1 and the fs type in fstype when abs is a mount point, 0 when not. */
 static int is_mounted(const char *abs, char *fstype, size_t fstype_len)
 {
@@ -213,6 +237,9 @@ static void parent_wait(int rfd, pid_t child)
 		_exit(0);
 	if (n) {
 		fprintf(stderr, "feedfs: %s\n", buf);
+		/* The child is the keeper (keep.h), which exits once its server
+		 * has: when this command returns, nothing of the mount is left. */
+		waitpid(child, &status, 0);
 		_exit(1);
 	}
 	if (waitpid(child, &status, 0) == child && WIFSIGNALED(status))

@@ -270,6 +270,10 @@ static const struct opt_spec opt_specs[] = {
 	  .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n"
 		  "(off by default); HOST: an IPv4 address, localhost\n"
 		  "or [IPv6]" },
+	{ .name = "no-keeper", .kind = OPT_FLAG, .off = AT(no_keeper),
+	  .help = "serve in one process: without the keeper (on by\n"
+		  "default) a crash of the daemon leaves the mount dead\n"
+		  "(ENOTCONN) instead of a successor taking it over" },
 	{ .name = "foreground", .short_name = 'f', .kind = OPT_FLAG, .off = AT(foreground),
 	  .help = "stay in the foreground" },
 	{ .name = "debug", .short_name = 'd', .kind = OPT_FN, .handler = set_debug,

@@ -7,6 +7,7 @@
 #define FEEDFS_DAEMON_H
 
 struct options;
+struct keep_env;
 
 /* Run the mount described by o (parsed and checked, o->mount_abs filled unless
  * o->dry_run) until it is unmounted. notify_fd: the pipe to the waiting parent
@@ -14,7 +15,9 @@ struct options;
  * reported once: through notify_fd, else on stderr as "feedfs: LINE". With
  * o->dry_run, stops after the access check and prints the one "ok" line.
  * Returns the process's exit status: 0, or 1 when it could not start. Threads
- * are started here only: call after the fork. */
-int daemon_run(struct options *o, int notify_fd);
+ * are started here only: call after the fork. ke: under a keeper (keep.h),
+ * what it handed this server (a successor's ke->fuse_fd is the connection to
+ * take over); NULL: serve alone. */
+int daemon_run(struct options *o, int notify_fd, const struct keep_env *ke);
 
 #endif

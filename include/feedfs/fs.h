@@ -52,6 +52,12 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 void fs_destroy(struct fs *fs);
 
 struct fuse_session;
+struct keep;
+
+/* Serve under a keeper (keep.h): node numbers are logged and adopted, handles
+ * are slots of the shared region. Once, before the session starts. 0 or
+ * -ENOMEM. */
+int fs_set_keep(struct fs *fs, struct keep *k);
 
 /* The session the fs answers on (for attribute invalidations); once, after
  * fuse_session_new() and before the loop. */

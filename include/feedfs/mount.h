@@ -26,6 +26,10 @@ void mount_daemon_ready(int notify_fd, const char *err);
 /* Split one line of /proc/self/mountinfo in place: *mountpoint (unescaped)
  * and *fstype (NULL when the line has none). 0, or -1 for a short line. */
 int mount_info_fields(char *line, char **mountpoint, char **fstype);
+/* The device number of the mount on top at abs, from mountinfo (the mount
+ * itself is never touched: its daemon may be this very process). 0, or
+ * -ENOENT when nothing is mounted there. */
+int mount_dev(const char *abs, unsigned *major, unsigned *minor);
 
 /* Escape ',' and '\' for a -o option value (fsname=...). Returns malloc'd. */
 char *mount_opt_escape(const char *s);

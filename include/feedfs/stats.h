@@ -129,6 +129,7 @@ struct stats_mount {
 	const char *endpoint;
 	const char *mountpoint;
 	int pid;                    /* the process serving the mount */
+	unsigned takeovers;         /* servers before this one (keep.h) */
 	int64_t started_wall_ms;    /* CLOCK_REALTIME at mount */
 	uint64_t started_ns;        /* stats_now_ns() at mount */
 };

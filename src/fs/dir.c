@@ -38,6 +38,8 @@
  */
 #include "fs_i.h"
 
+#include "feedfs/keep.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,23 +169,88 @@ unlock:
 	return 0;
 }
 
-void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The kernel is done with fh: free what this process holds for it. */
+static void dir_release(struct fs *fs, uint64_t fh)
 {
 	struct fs_dirh *dh;
-	int r = do_opendir(req_fs(req), ino, &dh);
+
+	if (!fs->keep) {
+		dirh_free((struct fs_dirh *)(uintptr_t)fh);
+		return;
+	}
+	if (fh == 0 || fh > KEEP_SLOTS)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	dh = fs->dirs[fh - 1];
+	__atomic_store_n(&fs->dirs[fh - 1], NULL, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fs->lock);
+	keep_handle_close(fs->keep, fh);
+	if (dh)
+		dirh_free(dh);
+}
+
+/* The handle fh names: under a keeper one the previous server opened is
+ * opened again (the listing is fetched again; offsets index the same sorted
+ * listing). NULL when fh names no open directory. */
+static struct fs_dirh *dir_of(struct fs *fs, uint64_t fh, fuse_ino_t ino)
+{
+	struct fs_dirh *dh, *had;
+	uint64_t sino, size;
+
+	if (!fs->keep)
+		return (struct fs_dirh *)(uintptr_t)fh;
+	if (fh == 0 || fh > KEEP_SLOTS)
+		return NULL;
+	dh = __atomic_load_n(&fs->dirs[fh - 1], __ATOMIC_ACQUIRE);
+	if (dh)
+		return dh;
+	if (keep_handle_get(fs->keep, fh, KEEP_DIR, &sino, &size, NULL) < 0 || sino != ino ||
+	    do_opendir(fs, ino, &dh) < 0)
+		return NULL;
+	pthread_mutex_lock(&fs->lock);
+	had = fs->dirs[fh - 1];
+	if (!had)
+		__atomic_store_n(&fs->dirs[fh - 1], dh, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fs->lock);
+	if (had) {
+		dirh_free(dh);
+		return had;
+	}
+	return dh;
+}
+
+void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = req_fs(req);
+	struct fs_dirh *dh;
+	int r = do_opendir(fs, ino, &dh);
 
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	fi->fh = (uintptr_t)dh;
+	if (fs->keep) {
+		int64_t fh = keep_handle_open(fs->keep, KEEP_DIR, ino, 0, NULL);
+
+		if (fh < 0) {
+			dirh_free(dh);
+			fuse_reply_err(req, ENFILE);
+			return;
+		}
+		pthread_mutex_lock(&fs->lock);
+		__atomic_store_n(&fs->dirs[fh - 1], dh, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&fs->lock);
+		fi->fh = (uint64_t)fh;
+	} else {
+		fi->fh = (uintptr_t)dh;
+	}
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		dirh_free(dh);
+		dir_release(fs, fi->fh);
 }
 
 void fs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	dirh_free((struct fs_dirh *)(uintptr_t)fi->fh);
+	dir_release(req_fs(req), fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -344,15 +411,16 @@ out:
 	return (ssize_t)used;
 }
 
-static void readdir_common(fuse_req_t req, size_t size, off_t off,
+static void readdir_common(fuse_req_t req, fuse_ino_t fi_ino, size_t size, off_t off,
 			   struct fuse_file_info *fi, int plus)
 {
-	struct fs_dirh *dh = (struct fs_dirh *)(uintptr_t)fi->fh;
+	struct fs_dirh *dh = dir_of(req_fs(req), fi->fh, fi_ino);
 	char *buf = malloc(size ? size : 1);
 	ssize_t r;
 
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+	if (!dh || !buf) {
+		free(buf);
+		fuse_reply_err(req, dh ? ENOMEM : EBADF);
 		return;
 	}
 	r = do_readdir(req_fs(req), req, dh, buf, size, off, plus);
@@ -366,11 +434,11 @@ static void readdir_common(fuse_req_t req, size_t size, off_t off,
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi)
 {
-	readdir_common(req, size, off, fi, 0);
+	readdir_common(req, ino, size, off, fi, 0);
 }
 
 void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	readdir_common(req, size, off, fi, 1);
+	readdir_common(req, ino, size, off, fi, 1);
 }

@@ -32,6 +32,8 @@
  */
 #include "fs_i.h"
 
+#include "feedfs/keep.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,6 +465,129 @@ void fs_close_open_files(struct fs *fs)
 	}
 }
 
+int fs_set_keep(struct fs *fs, struct keep *k)
+{
+	fs->files = calloc(KEEP_SLOTS, sizeof(*fs->files));
+	fs->dirs = calloc(KEEP_SLOTS, sizeof(*fs->dirs));
+	if (!fs->files || !fs->dirs) {
+		free(fs->files);
+		free(fs->dirs);
+		fs->files = NULL;
+		fs->dirs = NULL;
+		return -ENOMEM;
+	}
+	fs->keep = k;
+	fs->inodes.keep = k;
+	return 0;
+}
+
+/* The fh the kernel gets for f: its slot under a keeper, else the pointer. */
+static int file_publish(struct fs *fs, struct fs_file *f, fuse_ino_t ino, uint64_t size,
+			const char *etag, struct fuse_file_info *fi)
+{
+	int64_t fh;
+
+	if (!fs->keep) {
+		fi->fh = (uintptr_t)f;
+		open_files_add(fs, f);
+		return 0;
+	}
+	fh = keep_handle_open(fs->keep, KEEP_FILE, ino, size, etag);
+	if (fh < 0)
+		return (int)fh;
+	f->fh = (uint64_t)fh;
+	fi->fh = (uint64_t)fh;
+	open_files_add(fs, f);
+	pthread_mutex_lock(&fs->lock);
+	__atomic_store_n(&fs->files[fh - 1], f, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&fs->lock);
+	return 0;
+}
+
+/* A handle the previous server opened (keep.h): open it again here, pinned
+ * to the ETag it was opened with. NULL when fh names no open file. */
+static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
+{
+	char etag[KEEP_ETAG_MAX];
+	struct fs_file *f, *had;
+	struct fs_node *n;
+	uint64_t sino, size;
+	size_t klen;
+	char *key;
+	int r;
+
+	if (keep_handle_get(fs->keep, fh, KEEP_FILE, &sino, &size, etag) < 0 || sino != ino)
+		return NULL;
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, ino);
+	r = n ? fs_path_key(fs, n->path, n->path_len, 0, &key, &klen) : -ESTALE;
+	pthread_mutex_unlock(&fs->lock);
+	if (r < 0)
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	if (f)
+		f->rd = rd_open(&fs->rd, key, klen, size, etag[0] ? etag : NULL);
+	free(key);
+	if (!f || !f->rd) {
+		free(f);
+		return NULL;
+	}
+	f->fh = fh;
+	pthread_mutex_lock(&fs->lock);
+	had = fs->files[fh - 1];
+	if (!had) {
+		__atomic_store_n(&fs->files[fh - 1], f, __ATOMIC_RELEASE);
+		f->next = &fs->open_files;
+		f->prev = fs->open_files.prev;
+		fs->open_files.prev->next = f;
+		fs->open_files.prev = f;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (had) {                          /* another worker adopted it first */
+		rd_close(f->rd);
+		free(f);
+		return had;
+	}
+	log_debug(TAG, "open file %llu of inode %llu adopted from the previous server",
+		  (unsigned long long)fh, (unsigned long long)ino);
+	return f;
+}
+
+static struct fs_file *file_of(struct fs *fs, uint64_t fh, fuse_ino_t ino)
+{
+	struct fs_file *f;
+
+	if (!fs->keep)
+		return (struct fs_file *)(uintptr_t)fh;
+	if (fh == 0 || fh > KEEP_SLOTS)
+		return NULL;
+	f = __atomic_load_n(&fs->files[fh - 1], __ATOMIC_ACQUIRE);
+	return f ? f : file_adopt(fs, fh, ino);
+}
+
+/* The kernel is done with fh: free what this process holds for it. */
+static void file_release(struct fs *fs, uint64_t fh)
+{
+	struct fs_file *f;
+
+	if (!fs->keep) {
+		f = (struct fs_file *)(uintptr_t)fh;
+	} else {
+		if (fh == 0 || fh > KEEP_SLOTS)
+			return;
+		pthread_mutex_lock(&fs->lock);
+		f = fs->files[fh - 1];
+		__atomic_store_n(&fs->files[fh - 1], NULL, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&fs->lock);
+		keep_handle_close(fs->keep, fh);
+	}
+	if (f) {
+		open_files_del(fs, f);
+		rd_close(f->rd);
+		free(f);
+	}
+}
+
 void fs_set_session(struct fs *fs, struct fuse_session *se)
 {
 	fs->se = se;
@@ -524,11 +649,18 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 		FS_STAT_INC(fs, size_invals);
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 	}
-	fi->fh = (uintptr_t)f;
+	r = file_publish(fs, f, ino, size, etag, fi);
+	if (r < 0) {
+		log_warn(TAG, "open of inode %llu: %d handles open already: ENFILE",
+			 (unsigned long long)ino, KEEP_SLOTS);
+		rd_close(f->rd);
+		free(f);
+		free(key);
+		return r;
+	}
 	fi->keep_cache = keep;
 	/* Read-only: nothing to flush, so close() costs the reader no round trip. */
 	fi->noflush = 1;
-	open_files_add(fs, f);
 	fs_order_opened(fs, ino);
 	if (fs->opened)
 		fs->opened(fs->opened_arg, key, klen);     /* loader-order prefetch */
@@ -542,13 +674,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (r < 0)
 		fuse_reply_err(req, -r);
-	else if (fuse_reply_open(req, fi) == -ENOENT) {
-		struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;   /* interrupted open */
-
-		open_files_del(req_fs(req), f);
-		rd_close(f->rd);
-		free(f);
-	}
+	else if (fuse_reply_open(req, fi) == -ENOENT)
+		file_release(req_fs(req), fi->fh);      /* interrupted open */
 }
 
 /*
@@ -591,7 +718,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
-	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
+	struct fs_file *f = file_of(fs, fi->fh, ino);
 	char *buf = size ? read_buf_get(size) : NULL;
 	struct iovec iov[RD_PIN_MAX];
 	struct rd_pin pin;
@@ -599,8 +726,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	uint64_t t0 = stats_now_ns();
 	ssize_t r;
 
-	if (size && !buf) {
-		fuse_reply_err(req, ENOMEM);
+	if (!f || (size && !buf)) {
+		fuse_reply_err(req, f ? ENOMEM : EBADF);
 		return;
 	}
 	FS_STAT_INC(fs, reads);
@@ -637,13 +764,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs_file *f = (struct fs_file *)(uintptr_t)fi->fh;
-
-	if (f) {
-		open_files_del(req_fs(req), f);
-		rd_close(f->rd);
-		free(f);
-	}
+	file_release(req_fs(req), fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -896,6 +1017,8 @@ void fs_destroy(struct fs *fs)
 		return;
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
+	free(fs->files);
+	free(fs->dirs);
 	if (fs->neg)
 		neg_clear(fs->neg);
 	free(fs->neg);

@@ -57,6 +57,7 @@ struct fs_order_dir {
 /* One open handle (fi->fh). */
 struct fs_file {
 	struct rd_file *rd;
+	uint64_t fh;                    /* under a keeper: its slot's fh (keep.h) */
 	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
 };
 
@@ -86,11 +87,20 @@ struct fs {
 	 * sends no release then) closes them before the budget goes away. */
 	struct fs_file open_files;
 	struct fs_order_dir order[FS_ORDER_DIRS];
+	/* Under a keeper (keep.h; fs_set_keep): fi->fh is a slot of the shared
+	 * region, and these say what each slot's handle is in this process
+	 * (NULL: not yet, for a handle the previous server opened). Written
+	 * under lock, read with acquire loads. */
+	struct keep *keep;
+	struct fs_file **files;
+	struct fs_dirh **dirs;
 
 	struct fs_stats stats;
 	struct stats_hist hist[FS_HIST_N];
 	struct stats_hist_desc hist_desc[FS_HIST_N];
 };
+
+struct fs_dirh;
 
 /* stats.c: name the histograms (fs_new). */
 void fs_stats_init(struct fs *fs);

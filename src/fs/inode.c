@@ -7,6 +7,8 @@
  */
 #include "inode_i.h"
 
+#include "feedfs/keep.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,12 +62,36 @@ void fs_inodes_cleanup(struct fs_inodes *t)
 	memset(t, 0, sizeof(*t));
 }
 
-struct fs_node *fs_inodes_get(const struct fs_inodes *t, uint64_t ino)
+static struct fs_node *ino_find(const struct fs_inodes *t, uint64_t ino)
 {
 	struct fs_node *n = t->by_ino[ino_bucket(t, ino)];
 
 	while (n && n->ino != ino)
 		n = n->ino_next;
+	return n;
+}
+
+static struct fs_node *node_add(struct fs_inodes *t, const char *path, size_t len, int is_dir,
+				uint64_t forced_ino);
+
+struct fs_node *fs_inodes_get(struct fs_inodes *t, uint64_t ino)
+{
+	struct fs_node *n = ino_find(t, ino);
+	const char *path;
+	size_t len;
+	int is_dir;
+
+	if (n || !t->keep || !keep_find_node(t->keep, ino, &path, &len, &is_dir))
+		return n;
+	/* A number the previous server gave out (keep.h): the kernel holds a
+	 * reference, so this process adopts it. The path may have a node of
+	 * another number here already (a hash collision resolved the other
+	 * way): then the number cannot be honoured. */
+	if (fs_inodes_find(t, path, len, is_dir))
+		return NULL;
+	n = node_add(t, path, len, is_dir, ino);
+	if (n)
+		n->nlookup = 1;
 	return n;
 }
 
@@ -126,6 +152,13 @@ static void grow(struct fs_inodes *t)
 
 struct fs_node *fs_inodes_add(struct fs_inodes *t, const char *path, size_t len, int is_dir)
 {
+	return node_add(t, path, len, is_dir, 0);
+}
+
+/* forced_ino: an adopted number (0: hash and probe, and log it). */
+static struct fs_node *node_add(struct fs_inodes *t, const char *path, size_t len, int is_dir,
+				uint64_t forced_ino)
+{
 	struct fs_node *n;
 	size_t b;
 
@@ -146,13 +179,17 @@ struct fs_node *fs_inodes_add(struct fs_inodes *t, const char *path, size_t len,
 	n->path_hash = fs_ino_hash(path, len, is_dir);
 	if (len == 0 && is_dir) {
 		n->ino = FS_ROOT_INO;
+	} else if (forced_ino) {
+		n->ino = forced_ino;
 	} else {
 		/* Probe past live numbers; 0 and the root's are reserved. */
 		uint64_t ino = n->path_hash;
 
-		while (ino <= FS_ROOT_INO || fs_inodes_get(t, ino))
+		while (ino <= FS_ROOT_INO || ino_find(t, ino))
 			ino++;
 		n->ino = ino;
+		if (t->keep)
+			keep_log_node(t->keep, ino, path, len, is_dir);
 	}
 	b = ino_bucket(t, n->ino);
 	n->ino_next = t->by_ino[b];

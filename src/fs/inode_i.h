@@ -42,7 +42,10 @@ struct fs_node {
 	 * a subtree listing fills it for directories that have no node yet. */
 };
 
+struct keep;
+
 struct fs_inodes {
+	struct keep *keep;           /* under a keeper: numbers are logged and adopted */
 	struct fs_node **by_ino;
 	struct fs_node **by_path;
 	size_t cap;                  /* both tables, power of two */
@@ -53,7 +56,9 @@ int fs_inodes_init(struct fs_inodes *t);
 /* Frees every node (unmount). */
 void fs_inodes_cleanup(struct fs_inodes *t);
 
-struct fs_node *fs_inodes_get(const struct fs_inodes *t, uint64_t ino);
+/* The node of ino; under a keeper, one the previous server gave out is
+ * adopted (created from its logged path, nlookup 1). */
+struct fs_node *fs_inodes_get(struct fs_inodes *t, uint64_t ino);
 struct fs_node *fs_inodes_find(const struct fs_inodes *t, const char *path, size_t len,
 			       int is_dir);
 /* New node for (path, is_dir) with nlookup 0; the root when path is "" and

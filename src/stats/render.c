@@ -75,7 +75,7 @@ int stats_render_json(const struct stats_reg *r, const struct stats_mount *m,
 
 	fprintf(o, "{\"version\":");
 	json_str(o, m->version);
-	fprintf(o, ",\"pid\":%d,\"source\":", m->pid);
+	fprintf(o, ",\"pid\":%d,\"takeovers\":%u,\"source\":", m->pid, m->takeovers);
 	{
 		char src[2048];
 
@@ -181,6 +181,11 @@ int stats_render_prom(const struct stats_reg *r, const struct stats_mount *m, FI
 	fputs("feedfs_up_seconds", o);
 	prom_labels(o, m, NULL, NULL);
 	fprintf(o, " %.3f\n", (double)(stats_now_ns() - m->started_ns) / 1e9);
+	prom_head(o, &seen, "takeovers_total", "counter",
+		  "Servers that took the mount over after the previous one died.");
+	fputs("feedfs_takeovers_total", o);
+	prom_labels(o, m, NULL, NULL);
+	fprintf(o, " %u\n", m->takeovers);
 	for (size_t i = 0; i < r->n_groups; i++) {
 		const struct stats_group *g = r->group[i].g;
 
@@ -298,7 +303,8 @@ int stats_render_text(const struct stats_reg *r, const struct stats_mount *m,
 	char b1[32], b2[32], b3[32];
 
 	fprintf(o, "feedfs s3://%s/%s on %s\n", m->bucket, m->prefix, m->mountpoint);
-	fprintf(o, "  pid %d, up %.0f s, endpoint %s\n\n", m->pid, up, m->endpoint);
+	fprintf(o, "  pid %d, up %.0f s, takeovers %u, endpoint %s\n\n", m->pid, up, m->takeovers,
+		m->endpoint);
 
 	fprintf(o, "throughput                 now            since mount\n");
 	if (now && now->seconds > 0) {

@@ -107,11 +107,6 @@ def s3rver_args(endpoint):
 def mount_argv(binary, source, mnt, log=None, args=()):
     """WRAP + `feedfs SOURCE MNT [--log-file LOG] ARGS`."""
     argv = WRAP + [binary, source, mnt]
-    if WRAP and "valgrind" in WRAP[0]:
-        # The BDI thread stats the mount point to wait for FUSE INIT; valgrind
-        # keeps its big lock across that stat, so the loop that would answer
-        # INIT never runs. Not a feedfs bug: the readahead tweak stays off here.
-        argv.append("--no-bdi-readahead")
     if log:
         argv += ["--log-file", log]
     return argv + list(args)
@@ -222,6 +217,20 @@ def logged_stats(log):
 class Mount:
     def __init__(self, path, log, pids, binary):
         self.path, self.log, self.pids, self.binary = path, log, pids, binary
+
+    @property
+    def server(self):
+        """The pid serving the mount: under the keeper (keep.h) the process
+        whose parent is the keeper; alone (--no-keeper), the only one."""
+        for pid in self.pids:
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            if ppid in self.pids:
+                return pid
+        return self.pids[0]
 
     def p(self, rel):
         return os.path.join(self.path, rel)

@@ -28,7 +28,7 @@ def test_soak(mount, s3, s3server):
     px = FaultProxy(s3server.url, seed=7).start()
     px.stall_s = 3.5
     m = mount(bucket, "", *ARGS, endpoint=px.url)
-    pid = m.pids[0]
+    pid = m.server
     end = time.monotonic() + minutes * 60
     stats = {"reads": 0, "bytes": 0, "wrong": 0, "errors": {}}
     lock = threading.Lock()

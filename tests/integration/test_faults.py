@@ -182,7 +182,7 @@ def test_fault_kind(kind, mount, fproxy, fdata):
     bucket, data = fdata
     rate, repeat, allowed = PLAN[kind]
     m = mount(bucket, "", *ARGS, endpoint=fproxy.url)
-    pid = m.pids[0]
+    pid = m.server
     sampler = RssSampler(pid)
     tasks = tasks_for(data)
     refuser = None
@@ -281,7 +281,7 @@ def test_kill_9_then_restart_on_the_same_mount_point(mount, s3server, fdata):
     detaches the stale mount itself (no manual fusermount3 -u) and serves."""
     import signal
     bucket, data = fdata
-    m1 = mount(bucket, "", *ARGS)
+    m1 = mount(bucket, "", *ARGS, "--no-keeper")     # with the keeper it would survive
     k = SMALL[3][0]
     assert open(m1.p(k), "rb").read() == data[k]
     os.kill(m1.pids[0], signal.SIGKILL)

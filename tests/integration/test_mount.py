@@ -173,12 +173,15 @@ def test_sigterm_unmounts_cleanly(feedfs_bin, s3server, small_bucket, empty_dir,
 
 
 def test_sigterm_daemonized(feedfs_bin, small_bucket, mount):
-    """The daemonized form: SIGTERM to the daemon process unmounts and it exits."""
+    """The daemonized form: SIGTERM to the daemon process (the keeper, which
+    passes it to its server) unmounts, and both exit."""
     m = mount(small_bucket)
-    assert len(m.pids) == 1, "found daemon pids %s" % m.pids
-    os.kill(m.pids[0], signal.SIGTERM)
+    assert len(m.pids) == 2, "found daemon pids %s (a keeper and its server)" % m.pids
+    keeper = min(m.pids)
+    os.kill(keeper, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    while (pid_alive(m.pids[0]) or is_mounted(m.path)) and time.monotonic() < deadline:
+    while (any(pid_alive(p) for p in m.pids) or is_mounted(m.path)) and \
+            time.monotonic() < deadline:
         time.sleep(0.05)
     assert not is_mounted(m.path)
-    assert not pid_alive(m.pids[0])
+    assert not any(pid_alive(p) for p in m.pids)

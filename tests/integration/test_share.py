@@ -35,7 +35,7 @@ def test_second_mount_reads_through_the_owners_cache(mount, bucket, proxy, tmp_p
     cdir = str(tmp_path / "cache")
     owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     other = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
-    assert "is in use by feedfs pid %d: attached" % owner.pids[0] in log_text(other)
+    assert "is in use by feedfs pid %d: attached" % owner.server in log_text(other)
 
     # Cold, through the attached mount: the owner fetches, once per block.
     assert read_all(other) == expected()
@@ -207,7 +207,7 @@ def test_another_bucket_on_an_owned_cache_dir_is_refused(mount, s3, bucket, new_
     s3.put_object(Bucket=b2, Key="x", Body=b"x")
     err = second(mount, b2, proxy.url, ["--cache-dir", cdir] + BS)
     assert "in use by feedfs pid %d and its owner mounts another bucket or endpoint" % (
-        owner.pids[0]) in err, err
+        owner.server) in err, err
     assert "refused a mount" in log_text(owner)
 
 
@@ -215,7 +215,7 @@ def test_cache_clear_of_an_owned_cache_dir_is_refused(mount, bucket, proxy, tmp_
     cdir = str(tmp_path / "cache")
     owner = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
     err = second(mount, bucket, proxy.url, ["--cache-dir", cdir, "--cache-clear"] + BS)
-    assert "in use by feedfs pid %d" % owner.pids[0] in err, err
+    assert "in use by feedfs pid %d" % owner.server in err, err
     assert read_all(owner) == expected()                # untouched
 
 

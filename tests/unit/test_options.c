@@ -101,6 +101,7 @@ static const struct accept_case {
 	{ "--no-verify-ssl b /m", AT(no_verify_tls), F_INT, NULL, 1 },
 	{ "--max-connections 1024 b /m", AT(max_connections), F_U32, NULL, 1024 },
 	{ "--no-bdi-readahead b /m", AT(no_bdi_readahead), F_INT, NULL, 1 },
+	{ "--no-keeper b /m", AT(no_keeper), F_INT, NULL, 1 },
 	{ "--metrics-addr 127.0.0.1:9100 b /m", AT(metrics_host), F_STR, "127.0.0.1", 0 },
 	{ "--metrics-addr 127.0.0.1:9100 b /m", AT(metrics_port), F_U16, NULL, 9100 },
 	{ "--foreground b /m", AT(foreground), F_INT, NULL, 1 },

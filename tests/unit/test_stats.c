@@ -137,7 +137,7 @@ static void t_json(void)
 	memset(&r, 0, sizeof(r));
 	stats_reg_group(&r, &demo_group, &d);
 	t = render(json_fn, &r);
-	CHECK(strstr(t, "\"pid\":42,\"source\":\"s3://b\\\"q/p/\""));
+	CHECK(strstr(t, "\"pid\":42,\"takeovers\":0,\"source\":\"s3://b\\\"q/p/\""));
 	CHECK(strstr(t, "\"mountpoint\":\"/mnt/a b\""));
 	CHECK(strstr(t, "\"demo\":{\"gets\":7,\"heads\":3,\"bytes\":1000,\"held\":5}"));
 	CHECK(strstr(t, "\"histograms\":{}}\n"));
