@@ -48,6 +48,7 @@
 #include "feedfs/keep.h"
 #include "feedfs/log.h"
 #include "feedfs/mount.h"
+#include "feedfs/notify.h"
 #include "feedfs/options.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/s3.h"
@@ -641,6 +642,11 @@ static int run_loop(const struct options *o, struct running *r, char *msg, size_
 		return e;
 	}
 	set_bdi_readahead(o);
+	/* A Type=notify unit (systemd/feedfs@.service): ready once INIT is
+	 * answered; a successor says again that it serves. */
+	notify_ready();
+	if (r->mounted == 2)
+		notify_status("took the mount over (takeover %u)", r->ke->takeovers);
 	e = fuse_session_loop_mt(r->se, lcfg);
 	fuse_loop_cfg_destroy(lcfg);
 	log_info(TAG, "unmounting %s (loop ended: %d)", o->mount_abs, e);

@@ -29,6 +29,7 @@ struct ctl {
 	struct ctl_metrics *metrics;
 	pthread_t ticker;
 	int ticker_started;
+	int watchdog;                   /* $WATCHDOG_USEC is ours: ping each tick */
 	/* Guarded by mu. */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;              /* CLOCK_MONOTONIC: the ticker's sleep */
@@ -138,6 +139,10 @@ static void tick(struct ctl *c)
 	pthread_mutex_unlock(&c->mu);
 	if (rate.seconds > 0)
 		tick_status(r, &rate);
+	/* The unit's watchdog (WatchdogSec=): a serving process whose ticker
+	 * stops is restarted by systemd. Once a second is well within it. */
+	if (c->watchdog)
+		notify_watchdog();
 }
 
 static void *ticker_main(void *arg)
@@ -243,6 +248,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **out, char *msg, size_t 
 	e = ctl_server_start(&sc, &c->srv, msg, msg_len);
 	if (e < 0)
 		goto fail;
+	c->watchdog = notify_watchdog_usec() > 0;
 	if (pthread_create(&c->ticker, NULL, ticker_main, c) == 0)
 		c->ticker_started = 1;
 	log_info(TAG, "control socket %s", path);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "feedfs/log.h"
+#include "feedfs/notify.h"
 #include "keep_i.h"
 
 #define TAG "keep"
@@ -255,6 +256,8 @@ static int keeper_loop(struct keeper *kp)
 			}
 			break;
 		default:                        /* SIGTERM, SIGINT, SIGHUP: unmount */
+			if (!kp->stopping)
+				notify_stopping();
 			kp->stopping = 1;
 			if (kp->pid > 0)
 				kill(kp->pid, (int)si.ssi_signo);

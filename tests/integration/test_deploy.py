@@ -75,7 +75,7 @@ def test_helper_fstab_mount(helper, mounter, s3server, data_bucket, tmp_path):
             mounter.mounted.append(Mount(str(mnt), log, pids, mounter.binary))
     assert cp.returncode == 0, cp.stderr
     assert is_mounted(str(mnt))
-    assert len(pids) == 1, "want one feedfs serving %s, found %r" % (mnt, pids)
+    assert len(pids) == 2, "want a keeper and its server for %s, found %r" % (mnt, pids)
     for k, digest in want.items():
         with open(mnt / k, "rb") as f:
             assert sha256(f.read()) == digest, k
