@@ -94,6 +94,12 @@ class Readers:
         return self.results
 
 
+# Not in the TSan pass: a successor inherits /dev/fuse across exec, and TSan,
+# which orders a reply written to a descriptor before the next request read
+# from it only for descriptors it saw opened, then reports the kernel-ordered
+# read-then-release of one handle as a race (it is not: the kernel sends
+# RELEASE only after every READ of the file was answered).
+@pytest.mark.san
 def test_kill_9_under_readers_with_open_files(mount, kbucket):
     bucket, data = kbucket
     m = mount(bucket, "")
@@ -120,6 +126,7 @@ def test_kill_9_under_readers_with_open_files(mount, kbucket):
         assert not pid_alive(p)
 
 
+@pytest.mark.san
 def test_open_directory_and_cwd_survive(mount, kbucket):
     bucket, data = kbucket
     m = mount(bucket, "")
