@@ -249,6 +249,7 @@ static void s3_config_from(const struct options *o, struct creds_chain *creds,
 	scfg->stall_timeout_ms = (int)o->stall_timeout_ms;
 	scfg->no_verify_tls = o->no_verify_tls;
 	scfg->max_retries = (int)o->max_retries;
+	scfg->hedge_budget_pct = (int)o->hedge_budget_pct;
 	scfg->max_connections = (int)o->max_connections;
 }
 
