@@ -216,9 +216,11 @@ int64_t s3_retry_delay_ms(enum s3_retry_cause cause, int attempt, uint64_t rnd)
 	 * does not come back as one burst. A store that keeps failing that way
 	 * is treated as overloaded after S3_QUICK_RETRIES: backoff as for
 	 * throttling, counted from the first backoff. */
-	if (cause != S3_RETRY_THROTTLE && attempt <= S3_QUICK_RETRIES)
+	int quick = cause != S3_RETRY_THROTTLE && cause != S3_RETRY_CONNECT;
+
+	if (quick && attempt <= S3_QUICK_RETRIES)
 		return (int64_t)(rnd % (uint64_t)(S3_QUICK_JITTER_MS + 1));
-	if (cause != S3_RETRY_THROTTLE)
+	if (quick)
 		attempt -= S3_QUICK_RETRIES;
 	return s3_backoff_ms(attempt, rnd);
 }
@@ -507,7 +509,8 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 		S3_STAT_INC(c, retries);
 		S3_STAT_ADD(c, retries_throttle, r->retry_cause == S3_RETRY_THROTTLE);
 		S3_STAT_ADD(c, retries_server, r->retry_cause == S3_RETRY_SERVER);
-		S3_STAT_ADD(c, retries_network, r->retry_cause == S3_RETRY_NETWORK);
+		S3_STAT_ADD(c, retries_network, r->retry_cause == S3_RETRY_NETWORK ||
+					       r->retry_cause == S3_RETRY_CONNECT);
 		S3_STAT_ADD(c, retries_stall, r->retry_cause == S3_RETRY_STALL);
 		S3_STAT_ADD(c, retries_body, r->retry_cause == S3_RETRY_BODY);
 		S3_STAT_ADD(c, retries_expired, r->retry_cause == S3_RETRY_EXPIRED);
@@ -652,7 +655,11 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		err = -ETIMEDOUT;
 		retry = !r->quick;
 	} else if (cc != CURLE_OK) {
-		cause = S3_RETRY_NETWORK;
+		/* No connection at all is an outage, not a bad connection:
+		 * those back off, as throttling does. */
+		cause = cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+			cc == CURLE_SSL_CONNECT_ERROR || cc == CURLE_OPERATION_TIMEDOUT
+			? S3_RETRY_CONNECT : S3_RETRY_NETWORK;
 		err = util_curl_errno(cc, &retry);
 		snprintf(r->reason, sizeof(r->reason), "%s",
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(cc));
@@ -702,7 +709,7 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		rng ^= rng >> 7;
 		rng ^= rng << 17;
 		delay = r->quick ? 100 : s3_retry_delay_ms(cause, r->attempt, rng);
-		r->fresh_conn = cause != S3_RETRY_THROTTLE;
+		r->fresh_conn = cause != S3_RETRY_THROTTLE && cause != S3_RETRY_CONNECT;
 		r->retry_cause = cause;
 		if (r->attempt >= 3)
 			log_info(TAG, "%s attempt %d/%d failed (%s), retrying in %" PRId64 " ms",

@@ -77,10 +77,12 @@ char *s3_url_decode(const char *s, size_t len, size_t *out_len);
 enum s3_retry_cause {
 	S3_RETRY_BODY,          /* body short, long or of the wrong range */
 	S3_RETRY_STALL,         /* cut by the --stall-timeout watchdog */
-	S3_RETRY_NETWORK,       /* reset, refused, transfer error */
+	S3_RETRY_NETWORK,       /* reset, cut short, transfer error */
 	S3_RETRY_THROTTLE,      /* 503 SlowDown, 429 and their codes */
 	S3_RETRY_SERVER,        /* other 5xx, RequestTimeout */
 	S3_RETRY_EXPIRED,       /* ExpiredToken: credentials reloaded, no delay */
+	S3_RETRY_CONNECT,       /* no connection: refused, unresolved, timed out
+				 * (counted with network, backs off) */
 };
 
 
@@ -235,9 +237,10 @@ int64_t s3_backoff_ms(int attempt, uint64_t rnd);
 #define S3_BACKOFF_CAP_MS 20000
 
 /* Delay before the attempt after `attempt` failed for `cause`: throttling
- * backs off with full jitter (s3_backoff_ms); anything else goes again at
- * once, within S3_QUICK_JITTER_MS, for its first S3_QUICK_RETRIES retries and
- * then backs off as throttling would from its first step. */
+ * and connect failures back off with full jitter (s3_backoff_ms); anything
+ * else goes again at once, within S3_QUICK_JITTER_MS, for its first
+ * S3_QUICK_RETRIES retries and then backs off as throttling would from its
+ * first step. */
 int64_t s3_retry_delay_ms(enum s3_retry_cause cause, int attempt, uint64_t rnd);
 
 #define S3_QUICK_RETRIES 3

@@ -258,8 +258,10 @@ static void t_retry_delay_by_cause(void)
 			CHECK_EQ_INT(s3_retry_delay_ms(quick[i], S3_QUICK_RETRIES + 3, rnd),
 				     s3_backoff_ms(3, rnd));
 		}
-		for (int a = 1; a < 12; a++)
+		for (int a = 1; a < 12; a++) {
 			CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_THROTTLE, a, rnd), s3_backoff_ms(a, rnd));
+			CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_CONNECT, a, rnd), s3_backoff_ms(a, rnd));
+		}
 	}
 	/* the backoff of throttling really waits: rnd just under its ceiling */
 	CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_THROTTLE, 1, 100), 100);
