@@ -563,6 +563,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
+	(void)fs_session_parallel_dirops(r->se);    /* logs when it cannot */
 	log_info(TAG, "mounted s3://%s/%s on %s", o->bucket, o->prefix, o->mount_abs);
 	mount_daemon_ready(notify_fd, NULL);
 	return 0;

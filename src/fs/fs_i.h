@@ -14,6 +14,9 @@
 #include "feedfs/prefetch.h"
 #include "inode_i.h"
 
+/* dirops.c: op_init says whether the kernel offered parallel dirops. */
+void fs_dirops_offered(int offered);
+
 struct s3_list_page;
 struct s3_object;
 

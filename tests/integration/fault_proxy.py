@@ -25,6 +25,9 @@ method, target, Range, attempt number). A HEAD has no body: "reset" then
 resets before the answer, "short" cuts the header block, "stall" waits before
 it.
 
+set_target(substring, kind) breaks the first attempt of every request (any
+method) whose target contains substring, and nothing else.
+
 Every request is logged in `log` as (conn, method, target, range, fault), conn
 numbering the client connections in accept order, so a test can tell a retry
 on a fresh connection from one on the same.
@@ -60,6 +63,7 @@ class FaultProxy:
         self.seed = seed
         self.kind, self.rate, self.repeat = None, 0.0, 1
         self.mix = None              # set_mix: kinds drawn for every request
+        self.target = None           # set_target: substring of the targets to break
         self.log = []                # (conn, method, target, range, fault)
         self.n_conns = 0
         self.stall_s = 3.0
@@ -90,14 +94,21 @@ class FaultProxy:
         assert kind is None or kind in KINDS, kind
         with self.lock:
             self.kind, self.rate, self.repeat = kind, rate, repeat
-            self.mix = None
+            self.mix = self.target = None
+            self.attempts.clear()
+
+    def set_target(self, substring, kind):
+        assert kind in KINDS, kind
+        with self.lock:
+            self.kind, self.rate, self.repeat = kind, 1.0, 1
+            self.mix, self.target = None, substring
             self.attempts.clear()
 
     def set_mix(self, rate, kinds=("503", "500", "reset", "short", "stall")):
         assert all(k in KINDS for k in kinds), kinds
         with self.lock:
             self.kind, self.rate, self.repeat = None, rate, 1
-            self.mix = tuple(kinds)
+            self.mix, self.target = tuple(kinds), None
             self.attempts.clear()
 
     def clear(self):
@@ -177,6 +188,14 @@ class FaultProxy:
                 self.injected[kind] = self.injected.get(kind, 0) + 1
                 return kind
             kind = self.kind
+            if self.target is not None:
+                k = (method, path, rng)
+                n = self.attempts.get(k, 0)
+                self.attempts[k] = n + 1
+                if self.target not in urllib.parse.unquote(path) or n >= self.repeat:
+                    return None
+                self.injected[kind] = self.injected.get(kind, 0) + 1
+                return kind
             if not kind or method != "GET" or not rng or "?" in path:
                 return None
             k = (path, rng)

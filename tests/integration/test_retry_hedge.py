@@ -215,6 +215,38 @@ def test_no_hedges_with_a_zero_budget(mount, fproxy, rbucket):
     accounting(st, fproxy)
 
 
+def test_lookups_in_one_directory_do_not_wait_for_each_other(mount, fproxy, rbucket):
+    """The kernel runs lookups of one directory in parallel only when the INIT
+    reply says so, which feedfs sets itself (src/fs/dirops.c): a lookup
+    stuck on a stalled LIST (no hedging here, and no listing cache) must not
+    hold up a lookup of another name in the same directory. Which one ends
+    first is the check; $FEEDFS_PARALLEL_DIROPS=0 turns the order round."""
+    bucket, data = rbucket
+    m = mount(bucket, "", *ARGS, "--metadata-ttl", "0", "--hedge-budget", "0",
+              endpoint=fproxy.url)
+    fproxy.stall_s = 6
+    assert os.path.isdir(m.p("r"))
+    fproxy.set_target("r/s05.bin/", "stall")      # the lookup's LIST of "r/s05.bin/"
+    order, started = [], threading.Event()
+
+    def slow():
+        started.set()
+        order.append(("slow", os.stat(m.p("r/s05.bin")).st_size))
+
+    t = threading.Thread(target=slow, daemon=True)
+    t.start()
+    started.wait(5)
+    for _ in range(200):                          # the LIST is at the proxy
+        if fproxy.count("stall"):
+            break
+        threading.Event().wait(0.02)
+    assert fproxy.count("stall") == 1
+    order.append(("fast", os.stat(m.p("r/s06.bin")).st_size))
+    t.join(30)
+    fproxy.clear()
+    assert order == [("fast", SMALL["r/s06.bin"]), ("slow", SMALL["r/s05.bin"])], order
+
+
 def test_stalled_lookups_are_hedged(mount, fproxy, rbucket):
     """Listings and HEADs stall too (every request may): each stalled one gets
     a twin, and every file opened by path reads back right."""
