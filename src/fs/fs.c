@@ -215,6 +215,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->lock);
 		return r;
 	}
+again:
 	pl = fs_listing_cached(fs, p->path, p->path_len, now);
 	if (pl) {
 		long i = fs_listing_find(pl, name, nlen);
@@ -245,6 +246,15 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->lock);
 		free(path);
 		return -ENOENT;
+	}
+	/* The directory is being listed: that listing answers this lookup
+	 * (single-flight), unless it fails or turns out too big to cache. The
+	 * kernel holds the parent while it looks up in it, so p stays. */
+	if (fs_listing_wait(fs, p->path, p->path_len)) {
+		FS_STAT_INC(fs, lookups_joined);
+		now = util_now_ms();
+		if (fs_listing_cached(fs, p->path, p->path_len, now))
+			goto again;
 	}
 	pthread_mutex_unlock(&fs->lock);
 
@@ -859,6 +869,7 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	/* First what fs_destroy relies on, so that every failure below can
 	 * unwind through it whatever is still unset. */
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_cond_init(&fs->inflight_done, NULL);
 	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
@@ -900,6 +911,7 @@ void fs_destroy(struct fs *fs)
 	if (fs->neg)
 		neg_clear(fs->neg);
 	free(fs->neg);
+	pthread_cond_destroy(&fs->inflight_done);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->prefix);
 	free(fs);

@@ -23,7 +23,7 @@ struct s3_object;
 struct fs_neg;                      /* negative-lookup cache (fs.c) */
 
 struct fs_stats {                   /* relaxed atomics; rows in stats.c */
-	uint64_t lookups, lookups_cached, lookups_remote, negative_hits;
+	uint64_t lookups, lookups_cached, lookups_remote, negative_hits, lookups_joined;
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
 	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
@@ -84,6 +84,8 @@ struct fs {
 	struct fs_inodes inodes;
 	struct fs_neg *neg;
 	struct fs_lcache lcache;        /* complete listings by directory path */
+	struct fs_inflight *inflight;   /* listings being fetched (listing.c) */
+	pthread_cond_t inflight_done;   /* with lock: one of them ended */
 	long subtree_max_keys;          /* 0: no subtree listings */
 	/* Open handles, so that an unmount with files still open (the kernel
 	 * sends no release then) closes them before the budget goes away. */
@@ -94,6 +96,25 @@ struct fs {
 	struct stats_hist hist[FS_HIST_N];
 	struct stats_hist_desc hist_desc[FS_HIST_N];
 };
+
+/* A listing being fetched, so that lookups in that directory wait for it
+ * instead of asking the store themselves (listing.c). On the lister's stack. */
+struct fs_inflight {
+	struct fs_inflight *next;
+	const char *path;
+	size_t len;
+	int joinable;               /* 0 once it runs past FS_JOIN_MAX_PAGES */
+};
+/* A lookup waits for a listing of at most this many pages (10,000 keys, a
+ * few hundred ms on S3); past that it asks the store for its one name. */
+#define FS_JOIN_MAX_PAGES 10
+/* fs->lock held. Claim: 1 and e is registered for path, or 0 when another
+ * listing of path is in flight. Release: e ends, waiters wake. Wait: 1 after
+ * waiting for every joinable listing of path in flight to end or stop being
+ * joinable (fs->lock released meanwhile), 0 at once when there is none. */
+int fs_listing_claim(struct fs *fs, struct fs_inflight *e, const char *path, size_t len);
+void fs_listing_release(struct fs *fs, struct fs_inflight *e);
+int fs_listing_wait(struct fs *fs, const char *path, size_t len);
 
 /* stats.c: name the histograms (fs_new). */
 void fs_stats_init(struct fs *fs);

@@ -29,6 +29,8 @@ static const struct stats_field fs_fields[] = {
 	      "Lookups by where the answer came from."),
 	ROW_C(lookups_remote, "fuse_lookup_answers_total", "from=\"store\"", ""),
 	ROW_C(negative_hits, "fuse_lookup_answers_total", "from=\"negative_cache\"", ""),
+	ROW_C(lookups_joined, "fuse_lookups_joined_total", "",
+	      "Lookups that waited for a listing of their directory already in flight."),
 	ROW_C(list_pages, "fs_list_pages_total", "", "Listing pages read for lookups and readdir."),
 	ROW_C(heads, "fs_heads_total", "", "HEAD requests made for lookups."),
 	ROW_C(getattrs, "fuse_getattrs_total", "", "GETATTR requests answered."),

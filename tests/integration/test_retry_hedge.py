@@ -17,6 +17,7 @@ unit test (test_sigv4.c t_retry_delay_by_cause): a delay is timing.
 
 import os
 import threading
+import urllib.parse
 
 import pytest
 
@@ -245,6 +246,40 @@ def test_lookups_in_one_directory_do_not_wait_for_each_other(mount, fproxy, rbuc
     t.join(30)
     fproxy.clear()
     assert order == [("fast", SMALL["r/s06.bin"]), ("slow", SMALL["r/s05.bin"])], order
+
+
+def test_lookup_waits_for_the_listing_in_flight(mount, fproxy, s3):
+    """A lookup in a directory that is being listed (here the subtree listing
+    of opendir, its first page stalled by the proxy) waits for that listing
+    and answers from it: no LIST or HEAD of its own reaches the store, and
+    the fs counts it joined. The directory holds more than one page of keys,
+    so the lookup of the directory itself did not cache its listing."""
+    from conftest import put_many
+    bucket = "joined-%d" % (os.getpid() % 100000)
+    s3.create_bucket(Bucket=bucket)
+    keys = {"d/k%04d" % i: content_for("d/k%04d" % i, 10 + i % 7) for i in range(1050)}
+    put_many(s3, bucket, sorted(keys.items()))
+    m = mount(bucket, "", "--hedge-budget", "0", endpoint=fproxy.url)
+    fproxy.stall_s = 3
+    assert os.path.isdir(m.p("d"))
+    before = feedfs_stats(m)["fs"]["lookups_joined"]
+    fproxy.set_target("?encoding-type=url&list-type=2&prefix=d/", "stall")  # first page
+    lister = threading.Thread(target=lambda: os.listdir(m.p("d")), daemon=True)
+    lister.start()
+    for _ in range(250):
+        if fproxy.count("stall"):
+            break
+        threading.Event().wait(0.02)
+    assert fproxy.count("stall") == 1, fproxy.log[-3:]
+    n_log = len(fproxy.log)
+    with open(m.p("d/k0777"), "rb") as f:
+        assert f.read() == keys["d/k0777"]
+    lister.join(30)
+    fproxy.clear()
+    mine = [e for e in fproxy.log[n_log:] if "k0777" in urllib.parse.unquote(e[2]) and
+            (e[1] == "HEAD" or not e[3])]
+    assert not mine, mine
+    assert feedfs_stats(m)["fs"]["lookups_joined"] == before + 1
 
 
 def test_stalled_lookups_are_hedged(mount, fproxy, rbucket):
