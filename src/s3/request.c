@@ -603,8 +603,10 @@ static int check_success(struct s3_req *r)
 		return 0;
 	case S3_OP_HEAD:
 		if (!r->have_content_length) {
+			/* S3 always sends it: without it the answer was cut
+			 * inside its header block. Retried as a short body. */
 			snprintf(r->reason, sizeof(r->reason), "HEAD without Content-Length");
-			return -EIO;
+			return 1;
 		}
 		return 0;
 	case S3_OP_LIST:
