@@ -24,6 +24,7 @@ struct fs_neg;                      /* negative-lookup cache (fs.c) */
 
 struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t lookups, lookups_cached, lookups_remote, negative_hits, lookups_joined;
+	uint64_t lookup_listings;       /* subtree listings a lookup started */
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
 	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
@@ -171,6 +172,15 @@ void fs_listing_log_hidden(const char *prefix, uint64_t hidden);
  * -errno. No lock held. */
 int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 		    size_t prefix_len);
+/* The same with a cap of its own (a lookup's: FS_LOOKUP_LIST_MAX_KEYS); past
+ * it the directory is marked too big exactly as past fs->subtree_max_keys. */
+int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+			size_t prefix_len, long max_keys);
+/* A lookup that misses in a directory with no fresh listing lists the
+ * directory's subtree first, up to this many keys (FS_JOIN_MAX_PAGES pages):
+ * the lookups that follow in it, and those waiting for it, answer from the
+ * cache. Bigger directories are marked too big and looked up name by name. */
+#define FS_LOOKUP_LIST_MAX_KEYS (FS_JOIN_MAX_PAGES * 1000L)
 /* The same from one flat page already fetched (a lookup's): installs only when
  * the page is the whole subtree (not truncated). No lock held. */
 void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,

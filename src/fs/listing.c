@@ -188,10 +188,16 @@ int fs_listing_wait(struct fs *fs, const char *path, size_t len)
 }
 
 static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
-			size_t prefix_len, struct fs_inflight *me);
+			size_t prefix_len, long max_keys, struct fs_inflight *me);
 
 int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 		    size_t prefix_len)
+{
+	return fs_subtree_list_max(fs, path, path_len, prefix, prefix_len, fs->subtree_max_keys);
+}
+
+int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+			size_t prefix_len, long max_keys)
 {
 	struct fs_inflight me;
 	int r;
@@ -205,7 +211,7 @@ int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char
 		return r;
 	}
 	pthread_mutex_unlock(&fs->lock);
-	r = subtree_list(fs, path, path_len, prefix, prefix_len, &me);
+	r = subtree_list(fs, path, path_len, prefix, prefix_len, max_keys, &me);
 	pthread_mutex_lock(&fs->lock);
 	fs_listing_release(fs, &me);
 	pthread_mutex_unlock(&fs->lock);
@@ -213,7 +219,7 @@ int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char
 }
 
 static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
-			size_t prefix_len, struct fs_inflight *me)
+			size_t prefix_len, long max_keys, struct fs_inflight *me)
 {
 	struct fs_tree t;
 	char *token = NULL;
@@ -258,12 +264,12 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			r = 1;
 			break;
 		}
-		if (seen >= (uint64_t)fs->subtree_max_keys) {
+		if (seen >= (uint64_t)max_keys) {
 			int64_t now = util_now_ms();
 
 			FS_STAT_INC(fs, subtree_too_big);
 			log_debug(TAG, "'%s' holds more than %ld keys: listed by level",
-				  prefix, fs->subtree_max_keys);
+				  prefix, max_keys);
 			pthread_mutex_lock(&fs->lock);
 			mark_big_locked(fs, path, path_len,
 					now + FS_BIG_TTL_FACTOR * fs->opts.metadata_ttl_ms);

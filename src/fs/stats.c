@@ -31,6 +31,8 @@ static const struct stats_field fs_fields[] = {
 	ROW_C(negative_hits, "fuse_lookup_answers_total", "from=\"negative_cache\"", ""),
 	ROW_C(lookups_joined, "fuse_lookups_joined_total", "",
 	      "Lookups that waited for a listing of their directory already in flight."),
+	ROW_C(lookup_listings, "fs_lookup_listings_total", "",
+	      "Subtree listings started by a lookup in a directory with no fresh listing."),
 	ROW_C(list_pages, "fs_list_pages_total", "", "Listing pages read for lookups and readdir."),
 	ROW_C(heads, "fs_heads_total", "", "HEAD requests made for lookups."),
 	ROW_C(getattrs, "fuse_getattrs_total", "", "GETATTR requests answered."),

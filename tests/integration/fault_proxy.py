@@ -26,7 +26,8 @@ resets before the answer, "short" cuts the header block, "stall" waits before
 it.
 
 set_target(substring, kind) breaks the first attempt of every request (any
-method) whose target contains substring, and nothing else.
+method) whose target (URL-decoded) contains substring, or for which substring,
+when it is a function, returns true; nothing else.
 
 Every request is logged in `log` as (conn, method, target, range, fault), conn
 numbering the client connections in accept order, so a test can tell a retry
@@ -192,7 +193,9 @@ class FaultProxy:
                 k = (method, path, rng)
                 n = self.attempts.get(k, 0)
                 self.attempts[k] = n + 1
-                if self.target not in urllib.parse.unquote(path) or n >= self.repeat:
+                t = urllib.parse.unquote(path)
+                hit = self.target(t) if callable(self.target) else self.target in t
+                if not hit or n >= self.repeat:
                     return None
                 self.injected[kind] = self.injected.get(kind, 0) + 1
                 return kind

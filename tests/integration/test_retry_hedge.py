@@ -249,37 +249,44 @@ def test_lookups_in_one_directory_do_not_wait_for_each_other(mount, fproxy, rbuc
 
 
 def test_lookup_waits_for_the_listing_in_flight(mount, fproxy, s3):
-    """A lookup in a directory that is being listed (here the subtree listing
-    of opendir, its first page stalled by the proxy) waits for that listing
-    and answers from it: no LIST or HEAD of its own reaches the store, and
-    the fs counts it joined. The directory holds more than one page of keys,
-    so the lookup of the directory itself did not cache its listing."""
+    """A lookup in a directory with no listing lists that directory's subtree
+    (here its first page stalled by the proxy); a lookup of another name in
+    the same directory meanwhile waits for that listing and answers from it:
+    no LIST or HEAD of its own reaches the store, the fs counts it joined,
+    and after both the whole directory is answered from the cache."""
     from conftest import put_many
     bucket = "joined-%d" % (os.getpid() % 100000)
     s3.create_bucket(Bucket=bucket)
-    keys = {"d/k%04d" % i: content_for("d/k%04d" % i, 10 + i % 7) for i in range(1050)}
+    keys = {"k%04d" % i: content_for("k%04d" % i, 10 + i % 7) for i in range(1050)}
     put_many(s3, bucket, sorted(keys.items()))
     m = mount(bucket, "", "--hedge-budget", "0", endpoint=fproxy.url)
     fproxy.stall_s = 3
-    assert os.path.isdir(m.p("d"))
-    before = feedfs_stats(m)["fs"]["lookups_joined"]
-    fproxy.set_target("?encoding-type=url&list-type=2&prefix=d/", "stall")  # first page
-    lister = threading.Thread(target=lambda: os.listdir(m.p("d")), daemon=True)
-    lister.start()
+    before = feedfs_stats(m)["fs"]
+    # the root's subtree listing: "prefix=" with nothing after it, first page
+    fproxy.set_target(lambda t: t.endswith("?encoding-type=url&list-type=2&prefix="), "stall")
+    first = threading.Thread(target=lambda: open(m.p("k0001"), "rb").read(), daemon=True)
+    first.start()
     for _ in range(250):
         if fproxy.count("stall"):
             break
         threading.Event().wait(0.02)
     assert fproxy.count("stall") == 1, fproxy.log[-3:]
     n_log = len(fproxy.log)
-    with open(m.p("d/k0777"), "rb") as f:
-        assert f.read() == keys["d/k0777"]
-    lister.join(30)
+    with open(m.p("k0777"), "rb") as f:
+        assert f.read() == keys["k0777"]
+    first.join(30)
     fproxy.clear()
     mine = [e for e in fproxy.log[n_log:] if "k0777" in urllib.parse.unquote(e[2]) and
             (e[1] == "HEAD" or not e[3])]
     assert not mine, mine
-    assert feedfs_stats(m)["fs"]["lookups_joined"] == before + 1
+    after = feedfs_stats(m)["fs"]
+    assert after["lookups_joined"] == before["lookups_joined"] + 1, after
+    assert after["lookup_listings"] == before["lookup_listings"] + 1, after
+    # everything else in the directory is answered without a request
+    n_log = len(fproxy.log)
+    for k in ("k0002", "k1049", "nope"):
+        os.path.exists(m.p(k))
+    assert not [e for e in fproxy.log[n_log:] if e[1] == "HEAD" or not e[3]], fproxy.log[n_log:]
 
 
 def test_stalled_lookups_are_hedged(mount, fproxy, rbucket):
