@@ -321,6 +321,7 @@ static void primary_end(struct s3_http *h, struct s3_req *r, int64_t delay)
 		return;
 	}
 	if (delay < 0 && r->result == 0) {
+		s3_req_cut_unsent(hg);
 		active_abort(h, hg);    /* won: the hedge is not needed */
 		hedge_drop(hg);
 		complete(r);

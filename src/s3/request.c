@@ -562,6 +562,26 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	return 0;
 }
 
+void s3_req_cut_unsent(struct s3_req *r)
+{
+	long sent = 0;
+
+	if (!r->easy || curl_easy_getinfo(r->easy, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK ||
+	    sent > 0)
+		return;
+	/* Counted at start, never reached the store: take it back, so that
+	 * the counters stay what a proxy in front of the store sees. */
+	S3_STAT_ADD(r->c, requests, (uint64_t)-1);
+	if (r->op == S3_OP_GET)
+		S3_STAT_ADD(r->c, get_requests, (uint64_t)-1);
+	else if (r->op == S3_OP_HEAD)
+		S3_STAT_ADD(r->c, head_requests, (uint64_t)-1);
+	else
+		S3_STAT_ADD(r->c, list_requests, (uint64_t)-1);
+	if (r->primary)
+		S3_STAT_ADD(r->c, hedges_started, (uint64_t)-1);
+}
+
 long s3_get_recv_buf(int max_connections)
 {
 	long per = S3_RECV_BUF_TOTAL / (max_connections > 0 ? max_connections : 1);

@@ -208,6 +208,9 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc);
  * verified bytes asks only for the rest, with If-Match on the ETag those bytes
  * came with. 0 or -errno. */
 int s3_req_hedge_new(struct s3_req *p, struct s3_req **out);
+/* r's attempt is being cut (r->easy still set): when it sent nothing yet,
+ * take back what s3_req_attempt_start counted for it. */
+void s3_req_cut_unsent(struct s3_req *r);
 /* Copy a successful hedge's outcome into its primary (p->result = 0). */
 void s3_req_hedge_adopt(struct s3_req *p, struct s3_req *hedge);
 /* Log the final failure once (no secrets). */

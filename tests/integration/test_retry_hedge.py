@@ -95,11 +95,15 @@ def retries_of(log, i):
 
 
 def accounting(st, proxy):
+    """Every request counted reached the proxy, but for hedges cut when their
+    twin won: closing one may reset its connection with the request unread."""
     s3 = st["s3"]
-    assert s3["requests"] == len(proxy.log), (s3, len(proxy.log))
+    lost = s3["hedges_started"] - s3["hedges_won"]
+    assert 0 <= s3["requests"] - len(proxy.log) <= lost, (s3, len(proxy.log))
     assert s3["requests"] == (s3["gets"] + s3["heads"] + s3["lists"] + s3["retries"] +
                               s3["hedges_started"]), s3
-    assert s3["get_requests"] == sum(1 for e in proxy.log if e[1] == "GET" and e[3]), s3
+    gets = sum(1 for e in proxy.log if e[1] == "GET" and e[3])
+    assert 0 <= s3["get_requests"] - gets <= lost, (s3, gets)
 
 
 @pytest.mark.parametrize("kind,counter", [("500", "retries_server"), ("reset", "retries_network"),
