@@ -28,8 +28,9 @@
  * (r->hedge, hedge->primary) and kept in `active` like any attempt. The hedge
  * delay is the p99 of the longest byte-to-byte gap of recent good attempts of
  * that kind (struct s3_gap, decayed), times 3/2, kept within
- * [S3_HEDGE_FLOOR_MS, S3_HEDGE_CAP_MS]; until S3_GAP_MIN_SAMPLES are in, the
- * cap. Budget: each primary attempt earns --hedge-budget hundredths of a
+ * [S3_HEDGE_FLOOR_MS, S3_HEDGE_CAP_MS] but never under 1.2 x that p99 (a store
+ * slow throughout is not hedged on every attempt); until S3_GAP_MIN_SAMPLES
+ * are in, the cap. Budget: each primary attempt earns --hedge-budget hundredths of a
  * hedge (at most S3_HEDGE_BURST saved up, half of it to start with), so
  * hedges stay within that share of requests (default 5%), and at most
  * max_active/8 (at least 1) run at once; a primary is hedged at most once per
@@ -131,7 +132,12 @@ static int64_t gap_delay(const struct s3_gap *g)
 			break;
 	}
 	d = (int64_t)(gap_bound_ms[i] * 1.5);
-	return d < S3_HEDGE_FLOOR_MS ? S3_HEDGE_FLOOR_MS : d > S3_HEDGE_CAP_MS ? S3_HEDGE_CAP_MS : d;
+	d = d < S3_HEDGE_FLOOR_MS ? S3_HEDGE_FLOOR_MS : d > S3_HEDGE_CAP_MS ? S3_HEDGE_CAP_MS : d;
+	/* A store slow throughout (its p99 past the cap) gains nothing from a
+	 * twin of every attempt: hedge only past its own tail then. */
+	if ((double)d < gap_bound_ms[i] * 1.2)
+		d = (int64_t)(gap_bound_ms[i] * 1.2);
+	return d;
 }
 
 static void gap_add(struct s3_gap *g, int64_t ms)
