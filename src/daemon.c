@@ -272,6 +272,7 @@ static void s3_config_from(const struct options *o, struct creds_chain *creds,
 	scfg->stall_timeout_ms = (int)o->stall_timeout_ms;
 	scfg->no_verify_tls = o->no_verify_tls;
 	scfg->max_retries = (int)o->max_retries;
+	scfg->hedge_budget_pct = (int)o->hedge_budget_pct;
 	scfg->max_connections = (int)o->max_connections;
 }
 
@@ -597,6 +598,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 			return -EIO;
 		}
 		r->mounted = 2;
+		(void)fs_session_parallel_dirops(r->se);    /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
 		return 0;
@@ -607,6 +609,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
+	(void)fs_session_parallel_dirops(r->se);    /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
 		e = keep_send_fuse_fd(r->ke->chan_fd, fuse_session_fd(r->se));
 		if (e < 0)

@@ -255,6 +255,12 @@ static const struct opt_spec opt_specs[] = {
 	{ .name = "max-retries", .metavar = "N", .kind = OPT_U32, .off = AT(max_retries),
 	  .min = 1, .max = 100, .range = "is not in 1..100",
 	  .help = "attempts per S3 request in all, 1..100 (default 10)" },
+	{ .name = "hedge-budget", .metavar = "PCT", .kind = OPT_U32, .off = AT(hedge_budget_pct),
+	  .min = 0, .max = 100, .range = "is not in 0..100",
+	  .help = "a GET, HEAD or LIST with no bytes for longer than\n"
+		  "the store's recent tail gets a second request; hedges\n"
+		  "stay within PCT% extra requests, 0..100, 0 off\n"
+		  "(default 5)" },
 	{ .name = "no-verify-ssl", .kind = OPT_FLAG, .off = AT(no_verify_tls),
 	  .help = "do not check the server's TLS certificate: UNSAFE,\n"
 		  "for test endpoints only (warns at start)" },
@@ -461,6 +467,7 @@ static void set_defaults(struct options *o)
 	o->region = region_env ? region_env : util_getenv_nonempty("AWS_DEFAULT_REGION");
 	o->ca_bundle = util_getenv_nonempty("AWS_CA_BUNDLE");
 	o->part_size = 8 * MIB;
+	o->hedge_budget_pct = 5;
 	o->max_memory = 512 * MIB;
 	/* In a container, a fixed 512 MiB can exceed the memory limit (an OOM
 	 * kill) or waste most of it: derive the default from the limit. An

@@ -63,6 +63,12 @@ int fs_set_keep(struct fs *fs, struct keep *k);
  * fuse_session_new() and before the loop. */
 void fs_set_session(struct fs *fs, struct fuse_session *se);
 
+/* After fuse_session_mount(): have the INIT reply carry FUSE_PARALLEL_DIROPS,
+ * which libfuse 3.14 drops (src/fs/dirops.c), so lookups in one directory
+ * need not wait for each other. 1 set up, 0 left off ($FEEDFS_PARALLEL_DIROPS=0),
+ * -errno when libfuse refused (the mount still works, as before). */
+int fs_session_parallel_dirops(struct fuse_session *se);
+
 /*
  * The object of mount-relative `path` (rules as fs_key_for_path): *key
  * (malloc'd), its ETag (NUL-terminated, at most etag_len) and size, from the

@@ -57,6 +57,7 @@ struct options {
 	int64_t stall_timeout_ms;       /* --stall-timeout; 0: s3's default (30 s) */
 	int no_verify_tls;              /* --no-verify-ssl */
 	uint32_t max_retries;           /* --max-retries: attempts in all; 0: s3's default (10) */
+	uint32_t hedge_budget_pct;      /* --hedge-budget: extra requests for hedges, %; 0 off */
 	uint32_t max_connections;
 	char *cache_dir;                /* owned; absolute; NULL: no block cache */
 	uint64_t cache_size;            /* 0: cache.h's rule */

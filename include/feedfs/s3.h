@@ -7,8 +7,12 @@
  * submissions cross to the http thread through a locked queue and a wakeup.
  * Completion callbacks run ON THE HTTP THREAD and must not block.
  * Retries (5xx, 429/503 SlowDown, connection reset, short body, stall) happen
- * inside this module with capped exponential backoff and full jitter; each retry
- * re-signs the request. Only the final outcome reaches the caller, as a byte count
+ * inside this module, by cause: throttling backs off exponentially with full
+ * jitter; the rest is retried at once on a fresh connection (a few times,
+ * then with backoff too). Each retry re-signs the request. A GET, HEAD or
+ * LIST that moves no byte for longer than the store's recent tail is hedged:
+ * a second, identical request races it and the first good answer wins
+ * (src/s3/http.c). Neither changes the attempt budget or any errno below. Only the final outcome reaches the caller, as a byte count
  * or a negative errno mapped by one table (src/s3/error.c):
  *   NoSuchKey/404 -> -ENOENT, NoSuchBucket -> -ENOENT, AccessDenied/403 -> -EACCES,
  *   SignatureDoesNotMatch/InvalidAccessKeyId -> -EACCES, 412 PreconditionFailed ->
@@ -53,6 +57,7 @@ struct s3_config {
 	int connect_timeout_ms;     /* 0: default 10 s */
 	int stall_timeout_ms;       /* no bytes for this long -> retry; 0: default 30 s */
 	int max_retries;            /* 0: default 10 attempts in all */
+	int hedge_budget_pct;       /* hedges within this % of extra requests; 0: none */
 	int max_connections;        /* concurrent requests; 0: default 32 */
 };
 
@@ -87,6 +92,10 @@ struct s3_stats {
 	uint64_t retries_stall;     /* no byte for --stall-timeout */
 	uint64_t retries_body;      /* body short, long or of the wrong range */
 	uint64_t retries_expired;   /* ExpiredToken: credentials reloaded */
+	uint64_t stalls;            /* attempts that went longer than the hedge delay
+				     * without a byte (each counted once) */
+	uint64_t hedges_started;    /* second requests sent for a stalled attempt */
+	uint64_t hedges_won;        /* ... that finished first and gave the answer */
 	uint64_t errors;            /* operations that failed in the end */
 	uint64_t cancelled;         /* GETs ended early by s3_get_cancel */
 	uint64_t bytes_in;          /* response bytes of every kind */

@@ -19,10 +19,13 @@
  * node.c, as dir.c does, and offers nothing back (fs_i.h lists who offers
  * what). Object keys come from one builder (fs_key, names.c).
  *
- * Lookup of name N in directory prefix P, when no fresh listing answers:
- * ListObjectsV2 prefix "P N/", one page (any key below makes N a directory,
+ * Lookup of name N in directory prefix P, when no fresh listing answers: if
+ * P is being listed, wait for that listing (single-flight, listing.c) and
+ * look again. Else ListObjectsV2 prefix "P N/", one page (any key below makes N a directory,
  * which shadows a file N; a page that is not truncated is N's whole subtree
- * and is cached as such), else HEAD "P N" (a file), else ENOENT.
+ * and is cached as such); when N is no directory and P is not known too big,
+ * P's subtree is listed (up to FS_LOOKUP_LIST_MAX_KEYS) and the cache looked
+ * at again; else HEAD "P N" (a file), else ENOENT.
  *
  * Files: open refreshes stale attributes with HEAD and keeps the kernel page
  * cache (keep_cache) only when the ETag equals the one seen at the previous
@@ -141,10 +144,48 @@ static struct fs *req_fs(fuse_req_t req)
 
 /* ---------- lookup ---------- */
 
+enum { RS_MAY_LIST_PARENT, RS_HEAD_ONLY };
+#define RS_RELOOK 2
+
+/* 1 when a lookup in directory path[0, dir_len) should list that
+ * directory's subtree rather than HEAD one name: subtree listings are on and
+ * the directory is not known to be too big. Takes fs->lock. */
+static int should_list_parent(struct fs *fs, const char *path, size_t dir_len)
+{
+	int big;
+
+	if (!fs->subtree_max_keys)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	big = fs_lcache_is_big(&fs->lcache, path, dir_len, util_now_ms());
+	pthread_mutex_unlock(&fs->lock);
+	return !big;
+}
+
+/* List the subtree of directory path[0, dir_len), capped for a lookup. */
+static void list_parent(struct fs *fs, const char *path, size_t dir_len)
+{
+	long cap = fs->subtree_max_keys < FS_LOOKUP_LIST_MAX_KEYS ? fs->subtree_max_keys
+								  : FS_LOOKUP_LIST_MAX_KEYS;
+	char *dp;
+	size_t dpl;
+
+	if (fs_path_key(fs, path, dir_len, FS_KEY_DIR, &dp, &dpl) < 0)
+		return;
+	FS_STAT_INC(fs, lookup_listings);
+	(void)fs_subtree_list_max(fs, path, dir_len, dp, dpl, cap);
+	free(dp);
+}
+
 /* Ask S3 what path (relative to the mount root) is: 1 directory, 0 file
  * (with *obj filled), or -errno (-ENOENT: neither; -ENAMETOOLONG: its key
- * would be longer than any key can be). */
-static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct s3_object *obj)
+ * would be longer than any key can be). path[0, dir_len) is its directory.
+ * RS_MAY_LIST_PARENT: when the name is no directory, list the directory's
+ * subtree instead of a HEAD and return RS_RELOOK (the caller looks in the
+ * cache again, then calls once more with RS_HEAD_ONLY, which skips the LIST
+ * it already made). */
+static int remote_stat(struct fs *fs, const char *path, size_t path_len, size_t dir_len,
+		       int how, struct s3_object *obj)
 {
 	struct s3_list_page page;
 	size_t klen, dlen;
@@ -154,6 +195,8 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct 
 	r = fs_path_key(fs, path, path_len, 0, &key, &klen);
 	if (r < 0)
 		return r;
+	if (how == RS_HEAD_ONLY)
+		goto head;
 	r = fs_path_key(fs, path, path_len, FS_KEY_DIR, &dirp, &dlen);
 	if (r == -ENAMETOOLONG)
 		goto head;          /* a key of the longest length: no key lies below it */
@@ -179,6 +222,15 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, struct 
 			goto out;
 		}
 	}
+	/* A file, or nothing: one listing of the directory answers this name
+	 * and every later lookup in it (a reader opening files by path pays one
+	 * LIST per 1000 keys, not a LIST and a HEAD per name), and lookups in it
+	 * meanwhile wait for that listing (single-flight). */
+	if (should_list_parent(fs, path, dir_len)) {
+		list_parent(fs, path, dir_len);
+		r = RS_RELOOK;
+		goto out;
+	}
 head:
 	memset(obj, 0, sizeof(*obj));
 	FS_STAT_INC(fs, heads);
@@ -198,7 +250,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 	struct s3_object obj;
 	int64_t now = util_now_ms();
 	char *path;
-	int r, file;
+	int r, file, listed = 0;
 
 	FS_STAT_INC(fs, lookups);
 	if (nlen > FS_NAME_MAX)
@@ -217,6 +269,7 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		pthread_mutex_unlock(&fs->lock);
 		return r;
 	}
+again:
 	pl = fs_listing_cached(fs, p->path, p->path_len, now);
 	if (pl) {
 		long i = fs_listing_find(pl, name, nlen);
@@ -248,10 +301,28 @@ static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		free(path);
 		return -ENOENT;
 	}
+	/* The directory is being listed: that listing answers this lookup
+	 * (single-flight), unless it fails or turns out too big to cache. The
+	 * kernel holds the parent while it looks up in it, so p stays. */
+	if (fs_listing_wait(fs, p->path, p->path_len)) {
+		FS_STAT_INC(fs, lookups_joined);
+		now = util_now_ms();
+		if (fs_listing_cached(fs, p->path, p->path_len, now))
+			goto again;
+	}
 	pthread_mutex_unlock(&fs->lock);
 
-	FS_STAT_INC(fs, lookups_remote);
-	r = remote_stat(fs, path, plen, &obj);
+	if (!listed)
+		FS_STAT_INC(fs, lookups_remote);
+	r = remote_stat(fs, path, plen, p->path_len, listed ? RS_HEAD_ONLY : RS_MAY_LIST_PARENT,
+			&obj);
+	if (r == RS_RELOOK) {
+		/* The parent's subtree was listed: the cache may answer now. */
+		listed = 1;
+		pthread_mutex_lock(&fs->lock);
+		now = util_now_ms();
+		goto again;
+	}
 	file = r == 0;
 
 	pthread_mutex_lock(&fs->lock);
@@ -897,6 +968,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	fs_dirops_offered(!!(conn->capable & FUSE_CAP_PARALLEL_DIROPS));
 	/* The kernel drops cached pages when a refreshed mtime/size differs. */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -979,6 +1051,7 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	/* First what fs_destroy relies on, so that every failure below can
 	 * unwind through it whatever is still unset. */
 	pthread_mutex_init(&fs->lock, NULL);
+	pthread_cond_init(&fs->inflight_done, NULL);
 	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
@@ -1022,6 +1095,7 @@ void fs_destroy(struct fs *fs)
 	if (fs->neg)
 		neg_clear(fs->neg);
 	free(fs->neg);
+	pthread_cond_destroy(&fs->inflight_done);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->prefix);
 	free(fs);

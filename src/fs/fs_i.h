@@ -14,13 +14,17 @@
 #include "feedfs/prefetch.h"
 #include "inode_i.h"
 
+/* dirops.c: op_init says whether the kernel offered parallel dirops. */
+void fs_dirops_offered(int offered);
+
 struct s3_list_page;
 struct s3_object;
 
 struct fs_neg;                      /* negative-lookup cache (fs.c) */
 
 struct fs_stats {                   /* relaxed atomics; rows in stats.c */
-	uint64_t lookups, lookups_cached, lookups_remote, negative_hits;
+	uint64_t lookups, lookups_cached, lookups_remote, negative_hits, lookups_joined;
+	uint64_t lookup_listings;       /* subtree listings a lookup started */
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
 	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
@@ -82,6 +86,8 @@ struct fs {
 	struct fs_inodes inodes;
 	struct fs_neg *neg;
 	struct fs_lcache lcache;        /* complete listings by directory path */
+	struct fs_inflight *inflight;   /* listings being fetched (listing.c) */
+	pthread_cond_t inflight_done;   /* with lock: one of them ended */
 	long subtree_max_keys;          /* 0: no subtree listings */
 	/* Open handles, so that an unmount with files still open (the kernel
 	 * sends no release then) closes them before the budget goes away. */
@@ -100,6 +106,24 @@ struct fs {
 	struct stats_hist_desc hist_desc[FS_HIST_N];
 };
 
+/* A listing being fetched, so that lookups in that directory wait for it
+ * instead of asking the store themselves (listing.c). On the lister's stack. */
+struct fs_inflight {
+	struct fs_inflight *next;
+	const char *path;
+	size_t len;
+	int joinable;               /* 0 once it runs past FS_JOIN_MAX_PAGES */
+};
+/* A lookup waits for a listing of at most this many pages (10,000 keys, a
+ * few hundred ms on S3); past that it asks the store for its one name. */
+#define FS_JOIN_MAX_PAGES 10
+/* fs->lock held. Claim: 1 and e is registered for path, or 0 when another
+ * listing of path is in flight. Release: e ends, waiters wake. Wait: 1 after
+ * waiting for every joinable listing of path in flight to end or stop being
+ * joinable (fs->lock released meanwhile), 0 at once when there is none. */
+int fs_listing_claim(struct fs *fs, struct fs_inflight *e, const char *path, size_t len);
+void fs_listing_release(struct fs *fs, struct fs_inflight *e);
+int fs_listing_wait(struct fs *fs, const char *path, size_t len);
 struct fs_dirh;
 
 /* stats.c: name the histograms (fs_new). */
@@ -157,6 +181,15 @@ void fs_listing_log_hidden(const char *prefix, uint64_t hidden);
  * -errno. No lock held. */
 int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 		    size_t prefix_len);
+/* The same with a cap of its own (a lookup's: FS_LOOKUP_LIST_MAX_KEYS); past
+ * it the directory is marked too big exactly as past fs->subtree_max_keys. */
+int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+			size_t prefix_len, long max_keys);
+/* A lookup that misses in a directory with no fresh listing lists the
+ * directory's subtree first, up to this many keys (FS_JOIN_MAX_PAGES pages):
+ * the lookups that follow in it, and those waiting for it, answer from the
+ * cache. Bigger directories are marked too big and looked up name by name. */
+#define FS_LOOKUP_LIST_MAX_KEYS (FS_JOIN_MAX_PAGES * 1000L)
 /* The same from one flat page already fetched (a lookup's): installs only when
  * the page is the whole subtree (not truncated). No lock held. */
 void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,

@@ -28,8 +28,12 @@
  * Locks: the listing functions take fs->lock only around cache updates, never
  * across an S3 request; the _cached/_install helpers expect it held.
  *
- * Not done: coalescing two concurrent subtree listings of one directory
- * (os.walk never does that; two readers would only pay twice).
+ * Single-flight: a subtree listing, and the listing resolve.c makes for
+ * loader-order prefetch, register their directory in fs->inflight while they
+ * run. A lookup in that directory that misses the cache waits for it and
+ * answers from what it installed (fs.c do_lookup); a second subtree listing
+ * of the same directory waits for the first instead of paying twice. Who
+ * waits holds no lock but fs->lock, which the wait releases.
  */
 #include "fs_i.h"
 
@@ -142,13 +146,85 @@ static void mark_big_locked(struct fs *fs, const char *path, size_t len, int64_t
 	}
 }
 
+int fs_listing_claim(struct fs *fs, struct fs_inflight *e, const char *path, size_t len)
+{
+	for (struct fs_inflight *i = fs->inflight; i; i = i->next)
+		if (i->len == len && memcmp(i->path, path, len) == 0)
+			return 0;
+	e->path = path;
+	e->len = len;
+	e->joinable = 1;
+	e->next = fs->inflight;
+	fs->inflight = e;
+	return 1;
+}
+
+void fs_listing_release(struct fs *fs, struct fs_inflight *e)
+{
+	for (struct fs_inflight **pp = &fs->inflight; *pp; pp = &(*pp)->next) {
+		if (*pp == e) {
+			*pp = e->next;
+			break;
+		}
+	}
+	pthread_cond_broadcast(&fs->inflight_done);
+}
+
+int fs_listing_wait(struct fs *fs, const char *path, size_t len)
+{
+	int waited = 0;
+
+	for (;;) {
+		struct fs_inflight *i;
+
+		for (i = fs->inflight; i; i = i->next)
+			if (i->joinable && i->len == len && memcmp(i->path, path, len) == 0)
+				break;
+		if (!i)
+			return waited;
+		waited = 1;
+		pthread_cond_wait(&fs->inflight_done, &fs->lock);
+	}
+}
+
+static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+			size_t prefix_len, long max_keys, struct fs_inflight *me);
+
 int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 		    size_t prefix_len)
+{
+	return fs_subtree_list_max(fs, path, path_len, prefix, prefix_len, fs->subtree_max_keys);
+}
+
+int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+			size_t prefix_len, long max_keys)
+{
+	struct fs_inflight me;
+	int r;
+
+	pthread_mutex_lock(&fs->lock);
+	if (!fs_listing_claim(fs, &me, path, path_len)) {
+		/* Someone lists it now: take what that listing installs. */
+		(void)fs_listing_wait(fs, path, path_len);
+		r = fs_listing_cached(fs, path, path_len, util_now_ms()) ? 1 : 0;
+		pthread_mutex_unlock(&fs->lock);
+		return r;
+	}
+	pthread_mutex_unlock(&fs->lock);
+	r = subtree_list(fs, path, path_len, prefix, prefix_len, max_keys, &me);
+	pthread_mutex_lock(&fs->lock);
+	fs_listing_release(fs, &me);
+	pthread_mutex_unlock(&fs->lock);
+	return r;
+}
+
+static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
+			size_t prefix_len, long max_keys, struct fs_inflight *me)
 {
 	struct fs_tree t;
 	char *token = NULL;
 	uint64_t seen = 0;
-	int r;
+	int r, pages = 0;
 
 	r = fs_tree_init(&t, path, path_len, util_now_ms());
 	if (r < 0)
@@ -159,6 +235,12 @@ int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char
 		memset(&pg, 0, sizeof(pg));
 		FS_STAT_INC(fs, list_pages);
 		FS_STAT_INC(fs, subtree_pages);
+		if (++pages == FS_JOIN_MAX_PAGES + 1) {
+			pthread_mutex_lock(&fs->lock);
+			me->joinable = 0;       /* too long to keep lookups waiting */
+			pthread_cond_broadcast(&fs->inflight_done);
+			pthread_mutex_unlock(&fs->lock);
+		}
 		r = s3_list(fs->s3, prefix, NULL, token, 0, &pg);
 		free(token);
 		token = NULL;
@@ -182,12 +264,12 @@ int fs_subtree_list(struct fs *fs, const char *path, size_t path_len, const char
 			r = 1;
 			break;
 		}
-		if (seen >= (uint64_t)fs->subtree_max_keys) {
+		if (seen >= (uint64_t)max_keys) {
 			int64_t now = util_now_ms();
 
 			FS_STAT_INC(fs, subtree_too_big);
 			log_debug(TAG, "'%s' holds more than %ld keys: listed by level",
-				  prefix, fs->subtree_max_keys);
+				  prefix, max_keys);
 			pthread_mutex_lock(&fs->lock);
 			mark_big_locked(fs, path, path_len,
 					now + FS_BIG_TTL_FACTOR * fs->opts.metadata_ttl_ms);

@@ -49,9 +49,12 @@ static int from_listing(struct fs *fs, const struct fs_listing *l, const char *p
 }
 
 /* One directory listed with a delimiter, every page; a new reference on a
- * complete listing (also installed in the cache), or -errno. No lock held. */
-static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_listing **out)
+ * complete listing (also installed in the cache), or -errno. No lock held.
+ * me: this listing's entry in fs->inflight, or NULL when it has none. */
+static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_inflight *me,
+		    struct fs_listing **out)
 {
+	int pages = 0;
 	struct fs_listing *l;
 	char *prefix, *token = NULL;
 	size_t plen, idx;
@@ -70,6 +73,12 @@ static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_listi
 
 		memset(&pg, 0, sizeof(pg));
 		FS_STAT_INC(fs, list_pages);
+		if (me && ++pages == FS_JOIN_MAX_PAGES + 1) {
+			pthread_mutex_lock(&fs->lock);
+			me->joinable = 0;       /* too long to keep lookups waiting */
+			pthread_cond_broadcast(&fs->inflight_done);
+			pthread_mutex_unlock(&fs->lock);
+		}
 		r = s3_list(fs->s3, prefix, "/", token, 0, &pg);
 		free(token);
 		token = NULL;
@@ -165,8 +174,22 @@ int fs_resolve(struct fs *fs, const char *path, size_t len, char **key, size_t *
 		if (r < 0)
 			return r;
 	}
-	/* Too big for a subtree, or nothing is cached (a zero TTL): list it here. */
-	r = list_dir(fs, path, dlen, &l);
+	/* Too big for a subtree, or nothing is cached (a zero TTL): list it here,
+	 * registered so that lookups in the directory wait for this listing. */
+	{
+		struct fs_inflight me;
+		int mine;
+
+		pthread_mutex_lock(&fs->lock);
+		mine = fs_listing_claim(fs, &me, path, dlen);
+		pthread_mutex_unlock(&fs->lock);
+		r = list_dir(fs, path, dlen, mine ? &me : NULL, &l);
+		if (mine) {
+			pthread_mutex_lock(&fs->lock);
+			fs_listing_release(fs, &me);
+			pthread_mutex_unlock(&fs->lock);
+		}
+	}
 	if (r < 0)
 		return r;
 	r = from_listing(fs, l, path, len, name, nlen, key, key_len, etag, etag_len, size);

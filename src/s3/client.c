@@ -207,6 +207,7 @@ int s3_client_new(const struct s3_config *cfg, struct s3_client **out)
 	c->no_verify_tls = cfg->no_verify_tls;
 	c->max_attempts = cfg->max_retries > 0 ? cfg->max_retries : 10;
 	ho.ca_bundle = cfg->ca_bundle;
+	ho.hedge_budget_pct = cfg->hedge_budget_pct;
 	ho.max_connections = cfg->max_connections > 0 ? cfg->max_connections : 32;
 	c->get_recv_buf = s3_get_recv_buf(ho.max_connections);
 	ret = s3_http_new(&ho, &c->http);
@@ -273,6 +274,12 @@ static const struct stats_field s3_fields[] = {
 	ROW_C(retries_stall, "s3_retries_total", "cause=\"stall\"", ""),
 	ROW_C(retries_body, "s3_retries_total", "cause=\"body\"", ""),
 	ROW_C(retries_expired, "s3_retries_total", "cause=\"expired_credentials\"", ""),
+	ROW_C(stalls, "s3_stalls_total", "",
+	      "Attempts that moved no byte for longer than the hedge delay (once each)."),
+	ROW_C(hedges_started, "s3_hedges_total", "",
+	      "Hedges: second requests sent for an attempt that moved no byte for too long."),
+	ROW_C(hedges_won, "s3_hedges_won_total", "",
+	      "Hedges that finished first and gave the answer (the attempt they raced was cut)."),
 	ROW_C(errors, "s3_errors_total", "", "Operations that failed after their retries."),
 	ROW_C(cancelled, "s3_cancelled_total", "", "GETs ended early because the reader moved on."),
 	ROW_C(bytes_in, "s3_received_bytes_total", "", "Response bytes of every kind received."),

@@ -22,6 +22,31 @@
  * (which closes its connection) unless little is left to receive, and
  * completes with -ECANCELED; a GET that is not found has completed already.
  *
+ * Hedging: an attempt of a GET, HEAD or LIST that has moved no byte for
+ * longer than its kind's hedge delay gets a hedge: a one-attempt copy of the
+ * request (s3_req_hedge_new) on another connection, linked both ways
+ * (r->hedge, hedge->primary) and kept in `active` like any attempt. The hedge
+ * delay is the p99 of the longest byte-to-byte gap of recent good attempts of
+ * that kind (struct s3_gap, decayed), times 3/2, kept within
+ * [S3_HEDGE_FLOOR_MS, S3_HEDGE_CAP_MS] but never under 1.2 x that p99 (a store
+ * slow throughout is not hedged on every attempt); until S3_GAP_MIN_SAMPLES
+ * are in, the cap. Budget: each primary attempt earns --hedge-budget hundredths of a
+ * hedge (at most S3_HEDGE_BURST saved up, half of it to start with), so
+ * hedges stay within that share of requests (default 5%), and at most
+ * max_active/8 (at least 1) run at once; a primary is hedged at most once per
+ * attempt. Outcomes:
+ *   the primary's attempt succeeds first: the hedge is cut and freed;
+ *   the hedge succeeds first: its answer is copied into the primary
+ *     (s3_req_hedge_adopt), the primary's attempt is cut, the primary
+ *     completes;
+ *   the primary's attempt fails first: it waits (in no queue, waiting_hedge)
+ *     with what s3_req_attempt_end decided (deferred_delay); the hedge's
+ *     success completes it, the hedge's failure applies the decision;
+ *   the hedge fails first: it is dropped, the primary goes on.
+ * So a hedge never adds an attempt to the budget, never changes an errno, and
+ * never reaches done(): only primaries complete. Bytes are checked exactly as
+ * for any attempt (range, length, ETag), in the hedge's own buffer.
+ *
  * Shutdown: s3_http_destroy() sets `stopping`; the thread completes everything
  * it holds with -ECANCELED and exits, then the destroyer joins it.
  */
@@ -37,6 +62,23 @@
 
 #define TAG "s3"
 #define S3_POLL_IDLE_MS 1000
+
+#define S3_HEDGE_FLOOR_MS 200       /* below: CPU hiccups would look like stalls */
+#define S3_HEDGE_CAP_MS 1000        /* above: a stall costs a data-loader step */
+#define S3_GAP_MIN_SAMPLES 32
+#define S3_GAP_DECAY 2048           /* halve the counts at this many samples */
+#define S3_GAP_BUCKETS 64           /* quarter octaves from 1 ms: up to ~65 s */
+#define S3_HEDGE_COST 100           /* tokens: a primary attempt earns budget_pct */
+#define S3_HEDGE_BURST 1000         /* 10 hedges saved up at most */
+
+/* Longest gap without a byte in good attempts of one request kind (GET, HEAD,
+ * LIST), in quarter-octave buckets: gap g ms falls in the first bucket whose
+ * bound is >= g. http thread only. */
+struct s3_gap {
+	uint32_t n[S3_GAP_BUCKETS];
+	uint32_t total;
+	int64_t delay_ms;           /* the hedge delay it gives, kept current */
+};
 
 struct s3_http {
 	CURLM *multi;
@@ -57,7 +99,65 @@ struct s3_http {
 	struct s3_req *timers;
 	CURL **pool;
 	int n_pool;
+	struct s3_gap gap[3];       /* by enum s3_op: GET, HEAD, LIST */
+	int n_hedges;               /* hedges in active */
+	int max_hedges;
+	int hedge_tokens;           /* hundredths of a hedge */
+	int hedge_earn;             /* tokens a primary attempt earns: --hedge-budget */
 };
+
+static double gap_bound_ms[S3_GAP_BUCKETS];
+static pthread_once_t gap_once = PTHREAD_ONCE_INIT;
+
+static void gap_bounds_init(void)
+{
+	double b = 1.0;
+
+	for (int i = 0; i < S3_GAP_BUCKETS; i++, b *= 1.189207115)   /* 2^(1/4) */
+		gap_bound_ms[i] = b;
+}
+
+static int64_t gap_delay(const struct s3_gap *g)
+{
+	uint64_t want, seen = 0;
+	int64_t d;
+	int i;
+
+	if (g->total < S3_GAP_MIN_SAMPLES)
+		return S3_HEDGE_CAP_MS;
+	want = ((uint64_t)g->total * 99 + 99) / 100;
+	for (i = 0; i < S3_GAP_BUCKETS - 1; i++) {
+		seen += g->n[i];
+		if (seen >= want)
+			break;
+	}
+	d = (int64_t)(gap_bound_ms[i] * 1.5);
+	d = d < S3_HEDGE_FLOOR_MS ? S3_HEDGE_FLOOR_MS : d > S3_HEDGE_CAP_MS ? S3_HEDGE_CAP_MS : d;
+	/* A store slow throughout (its p99 past the cap) gains nothing from a
+	 * twin of every attempt: hedge only past its own tail then. */
+	if ((double)d < gap_bound_ms[i] * 1.2)
+		d = (int64_t)(gap_bound_ms[i] * 1.2);
+	return d;
+}
+
+static void gap_add(struct s3_gap *g, int64_t ms)
+{
+	int i = 0;
+
+	while (i < S3_GAP_BUCKETS - 1 && (double)ms > gap_bound_ms[i])
+		i++;
+	g->n[i]++;
+	if (++g->total >= S3_GAP_DECAY) {
+		/* Halving keeps the tail that of the store as it is now. */
+		g->total = 0;
+		for (int j = 0; j < S3_GAP_BUCKETS; j++) {
+			g->n[j] /= 2;
+			g->total += g->n[j];
+		}
+	}
+	if (g->total % 16 == 0 || g->total < S3_GAP_MIN_SAMPLES + 16)
+		g->delay_ms = gap_delay(g);
+}
 
 static void fifo_push(struct s3_req **head, struct s3_req **tail, struct s3_req *r)
 {
@@ -110,6 +210,8 @@ static void easy_put(struct s3_http *h, CURL *e)
 		curl_easy_cleanup(e);
 }
 
+static void hedge_drop(struct s3_req *hg);
+
 static void start_one(struct s3_http *h, struct s3_req *r)
 {
 	CURL *e = easy_get(h);
@@ -117,7 +219,10 @@ static void start_one(struct s3_http *h, struct s3_req *r)
 
 	if (!e) {
 		r->result = -ENOMEM;
-		complete(r);
+		if (r->primary)
+			hedge_drop(r);
+		else
+			complete(r);
 		return;
 	}
 	ret = s3_req_attempt_start(r, e);
@@ -131,12 +236,22 @@ static void start_one(struct s3_http *h, struct s3_req *r)
 		r->result = ret;
 		snprintf(r->reason, sizeof(r->reason), "could not start request: %s",
 			 strerror(-ret));
-		complete(r);
+		if (r->primary)
+			hedge_drop(r);
+		else
+			complete(r);
 		return;
 	}
 	r->next = h->active;
 	h->active = r;
 	h->n_active++;
+	if (r->primary) {
+		h->n_hedges++;
+	} else {
+		h->hedge_tokens += h->hedge_earn;
+		if (h->hedge_tokens > S3_HEDGE_BURST)
+			h->hedge_tokens = S3_HEDGE_BURST;
+	}
 }
 
 static void active_remove(struct s3_http *h, struct s3_req *r)
@@ -145,6 +260,7 @@ static void active_remove(struct s3_http *h, struct s3_req *r)
 		if (*pp == r) {
 			*pp = r->next;
 			h->n_active--;
+			h->n_hedges -= r->primary != NULL;
 			return;
 		}
 	}
@@ -158,6 +274,73 @@ static void active_abort(struct s3_http *h, struct s3_req *r)
 	curl_multi_remove_handle(h->multi, r->easy);
 	easy_put(h, r->easy);
 	r->easy = NULL;
+}
+
+/* Unhook hedge hg from its primary and free it (it was already taken out of
+ * curl). */
+static void hedge_drop(struct s3_req *hg)
+{
+	hg->primary->hedge = NULL;
+	s3_req_free(hg);
+}
+
+/* Primary r's attempt is over with r->deferred_delay decided: apply it. */
+static void primary_resume(struct s3_http *h, struct s3_req *r, int64_t delay)
+{
+	r->waiting_hedge = 0;
+	if (delay < 0) {
+		complete(r);
+	} else {
+		r->due_ms = util_now_ms() + delay;
+		timer_insert(h, r);
+	}
+}
+
+/* A hedge's attempt ended (taken out of curl and active). */
+static void hedge_end(struct s3_http *h, struct s3_req *hg)
+{
+	struct s3_req *p = hg->primary;
+
+	if (hg->result != 0) {
+		log_debug(TAG, "hedge lost: %s", hg->reason[0] ? hg->reason : "failed");
+		hedge_drop(hg);
+		if (p->waiting_hedge)
+			primary_resume(h, p, p->deferred_delay);
+		return;
+	}
+	S3_STAT_INC(p->c, hedges_won);
+	if (p->easy)
+		active_abort(h, p);     /* its attempt is still in curl: cut it */
+	p->waiting_hedge = 0;
+	s3_req_hedge_adopt(p, hg);
+	hedge_drop(hg);
+	complete(p);
+}
+
+/* A primary's attempt ended with attempt_end's verdict delay. */
+static void primary_end(struct s3_http *h, struct s3_req *r, int64_t delay)
+{
+	struct s3_req *hg = r->hedge;
+
+	if (!hg) {
+		primary_resume(h, r, delay);
+		return;
+	}
+	if (delay < 0 && r->result == 0) {
+		s3_req_cut_unsent(hg);
+		active_abort(h, hg);    /* won: the hedge is not needed */
+		hedge_drop(hg);
+		complete(r);
+		return;
+	}
+	/* Failed while its hedge runs: the hedge may still bring the answer. */
+	r->waiting_hedge = 1;
+	r->deferred_delay = delay;
+}
+
+static int gap_kind(const struct s3_req *r)
+{
+	return r->op == S3_OP_GET ? 0 : r->op == S3_OP_HEAD ? 1 : 2;
 }
 
 static void reap(struct s3_http *h)
@@ -178,13 +361,58 @@ static void reap(struct s3_http *h)
 		active_remove(h, r);
 		delay = s3_req_attempt_end(r, cc);     /* still reads e's info */
 		easy_put(h, e);
-		if (delay < 0) {
-			complete(r);
-		} else {
-			r->due_ms = util_now_ms() + delay;
-			timer_insert(h, r);
-		}
+		if (delay < 0 && r->result == 0)
+			gap_add(&h->gap[gap_kind(r)], r->max_gap_ms);
+		if (r->primary)
+			hedge_end(h, r);
+		else
+			primary_end(h, r, delay);
 	}
+}
+
+/* Hedge what has stalled, within the budget; returns ms until the next
+ * attempt would be due for a hedge (S3_POLL_IDLE_MS when none). */
+static int hedge_scan(struct s3_http *h)
+{
+	int64_t now = util_now_ms(), next = S3_POLL_IDLE_MS;
+	struct s3_req *r;
+
+	for (r = h->active; r; r = r->next) {
+		int64_t idle, delay;
+		struct s3_req *hg;
+
+		if (r->primary || r->hedge || r->quick || r->op == S3_OP_CANCEL ||
+		    r->hedged_attempt == r->attempt)
+			continue;
+		delay = h->gap[gap_kind(r)].delay_ms;
+		idle = now - r->progress_ms;
+		if (idle < delay) {
+			if (delay - idle < next)
+				next = delay - idle;
+			continue;
+		}
+		if (!r->slow_seen) {
+			r->slow_seen = 1;
+			S3_STAT_INC(r->c, stalls);
+		}
+		if (!h->hedge_earn || h->n_hedges >= h->max_hedges ||
+		    h->n_active >= h->max_active || h->hedge_tokens < S3_HEDGE_COST)
+			continue;       /* looked at again when something ends */
+		r->hedged_attempt = r->attempt;
+		if (s3_req_hedge_new(r, &hg) < 0)
+			continue;
+		h->hedge_tokens -= S3_HEDGE_COST;
+		r->hedge = hg;
+		S3_STAT_INC(r->c, hedges_started);
+		log_debug(TAG, "hedging an attempt with no byte for %lld ms (delay %lld ms)",
+			  (long long)idle, (long long)delay);
+		/* Pushed at the head of active while walking it: r->next is
+		 * unchanged, and the hedge is never hedged itself. */
+		start_one(h, hg);
+		if (!r->hedge)
+			continue;       /* could not start: start_one dropped it */
+	}
+	return (int)(next < 0 ? 0 : next);
 }
 
 static int cancel_match(const struct s3_req *r, const struct s3_req *note)
@@ -223,12 +451,22 @@ static void cancel_one(struct s3_http *h, struct s3_req *note)
 		r = unlink_match(&h->timers, NULL, note);
 	if (!r) {
 		for (struct s3_req *a = h->active; a; a = a->next) {
-			if (!cancel_match(a, note))
+			/* A primary whose attempt failed waits on its hedge: found
+			 * through the hedge. */
+			struct s3_req *p = a->primary ? a->primary : a;
+
+			if (!cancel_match(p, note) || (a->primary && !p->waiting_hedge))
 				continue;
-			if (a->len - a->got <= S3_CANCEL_FINISH_BYTES)
+			if (!p->waiting_hedge && p->len - p->got <= S3_CANCEL_FINISH_BYTES)
 				break;          /* nearly there: cheaper to let it finish */
-			active_abort(h, a);
-			r = a;
+			if (p->hedge) {
+				active_abort(h, p->hedge);
+				hedge_drop(p->hedge);
+			}
+			if (p->easy)
+				active_abort(h, p);
+			p->waiting_hedge = 0;
+			r = p;
 			break;
 		}
 	}
@@ -247,10 +485,18 @@ static void cancel_all(struct s3_http *h)
 	struct s3_req *r, *next;
 
 	while ((r = h->active)) {
-		active_abort(h, r);
-		r->result = -ECANCELED;
-		snprintf(r->reason, sizeof(r->reason), "client shutting down");
-		complete(r);
+		struct s3_req *p = r->primary ? r->primary : r;
+
+		if (p->hedge) {
+			active_abort(h, p->hedge);
+			hedge_drop(p->hedge);
+		}
+		if (p->easy)
+			active_abort(h, p);
+		p->waiting_hedge = 0;
+		p->result = -ECANCELED;
+		snprintf(p->reason, sizeof(p->reason), "client shutting down");
+		complete(p);
 	}
 	for (r = h->wait_head; r; r = next) {
 		next = r->next;
@@ -313,7 +559,7 @@ static void *http_main(void *arg)
 		curl_multi_perform(h->multi, &running);
 		reap(h);
 
-		timeout_ms = S3_POLL_IDLE_MS;
+		timeout_ms = hedge_scan(h);
 		if (h->timers) {
 			int64_t d = h->timers->due_ms - util_now_ms();
 
@@ -334,6 +580,12 @@ int s3_http_new(const struct s3_http_opts *o, struct s3_http **out)
 	if (!h)
 		return -ENOMEM;
 	h->max_active = o->max_connections > 0 ? o->max_connections : 32;
+	h->max_hedges = h->max_active / 8 > 0 ? h->max_active / 8 : 1;
+	h->hedge_earn = o->hedge_budget_pct;
+	h->hedge_tokens = o->hedge_budget_pct > 0 ? S3_HEDGE_BURST / 2 : 0;
+	pthread_once(&gap_once, gap_bounds_init);
+	for (int i = 0; i < 3; i++)
+		h->gap[i].delay_ms = S3_HEDGE_CAP_MS;
 	h->pool = calloc((size_t)h->max_active, sizeof(*h->pool));
 	h->ca_bundle = o->ca_bundle ? strdup(o->ca_bundle) : NULL;
 	h->multi = curl_multi_init();

@@ -138,6 +138,7 @@ void s3_req_free(struct s3_req *r)
 	free(r->host);
 	free(r->canonical_uri);
 	free(r->if_match);
+	free(r->hedge_buf);
 	util_buf_free(&r->body);
 	if (r->hdrs) {
 		for (struct curl_slist *l = r->hdrs; l; l = l->next)
@@ -145,6 +146,83 @@ void s3_req_free(struct s3_req *r)
 		curl_slist_free_all(r->hdrs);
 	}
 	free(r);
+}
+
+int s3_req_hedge_new(struct s3_req *p, struct s3_req **out)
+{
+	struct s3_req *r;
+	const char *match = p->if_match;
+	int ret = s3_req_new(p->c, p->op, p->key, p->key_len, &r);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < p->n_query && !ret; i++)
+		ret = s3_req_add_query(r, p->query[i].name, p->query[i].value);
+	r->primary = p;
+	if (!ret && p->op == S3_OP_GET) {
+		/* Bytes the primary has are in its buffer, range-checked; ask only
+		 * for the rest, and only of the version they came from (its ETag).
+		 * Without an ETag to pin the version, ask for the whole part. */
+		if (p->got > 0 && p->got < p->len && p->etag[0] &&
+		    (!p->if_match || strcmp(p->etag, p->if_match) == 0)) {
+			r->hedge_from = p->got;
+			match = p->etag;
+		}
+		r->off = p->off + r->hedge_from;
+		r->len = p->len - r->hedge_from;
+		r->buf = r->hedge_buf = malloc(r->len);
+		if (!r->buf)
+			ret = -ENOMEM;
+	}
+	if (!ret && match && !(r->if_match = strdup(match)))
+		ret = -ENOMEM;
+	if (!ret)
+		ret = s3_req_finish_setup(r);
+	if (ret) {
+		s3_req_free(r);
+		return ret;
+	}
+	*out = r;
+	return 0;
+}
+
+void s3_req_hedge_adopt(struct s3_req *p, struct s3_req *hg)
+{
+	struct util_buf tmp;
+
+	if (p->op == S3_OP_GET) {
+		memcpy(p->buf + hg->hedge_from, hg->buf, hg->len);
+		p->got = p->len;
+	}
+	tmp = p->body;          /* a LIST body: the hedge's is the answer */
+	p->body = hg->body;
+	hg->body = tmp;
+	p->status = p->final_status = hg->status;
+	p->content_length = hg->content_length;
+	p->have_content_length = hg->have_content_length;
+	memcpy(p->etag, hg->etag, sizeof(p->etag));
+	memcpy(p->request_id, hg->request_id, sizeof(p->request_id));
+	p->last_modified_ms = hg->last_modified_ms;
+	p->reason[0] = '\0';
+	memset(&p->err, 0, sizeof(p->err));
+	p->result = 0;
+}
+
+int64_t s3_retry_delay_ms(enum s3_retry_cause cause, int attempt, uint64_t rnd)
+{
+	/* A 500, a reset, a short body or a stall says nothing about load: the
+	 * next attempt goes out at once (on a fresh connection, see
+	 * s3_req_attempt_start), spread by a few ms so that a burst of failures
+	 * does not come back as one burst. A store that keeps failing that way
+	 * is treated as overloaded after S3_QUICK_RETRIES: backoff as for
+	 * throttling, counted from the first backoff. */
+	int quick = cause != S3_RETRY_THROTTLE && cause != S3_RETRY_CONNECT;
+
+	if (quick && attempt <= S3_QUICK_RETRIES)
+		return (int64_t)(rnd % (uint64_t)(S3_QUICK_JITTER_MS + 1));
+	if (quick)
+		attempt -= S3_QUICK_RETRIES;
+	return s3_backoff_ms(attempt, rnd);
 }
 
 int64_t s3_backoff_ms(int attempt, uint64_t rnd)
@@ -383,6 +461,8 @@ static int on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off
 	(void)dltotal;
 	(void)ultotal;
 	if (dlnow + ulnow != r->progress_bytes) {
+		if (now - r->progress_ms > r->max_gap_ms)
+			r->max_gap_ms = now - r->progress_ms;
 		r->progress_bytes = dlnow + ulnow;
 		r->progress_ms = now;
 		return 0;
@@ -410,7 +490,9 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->last_modified_ms = 0;
 	r->progress_ms = util_now_ms();
 	r->progress_bytes = 0;
+	r->max_gap_ms = 0;
 	r->stalled = 0;
+	r->slow_seen = 0;
 	if (r->hdrs) {
 		/* The old list held a signature: wipe before freeing. */
 		for (struct curl_slist *l = r->hdrs; l; l = l->next)
@@ -421,6 +503,18 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	ret = build_headers(r);
 	if (ret)
 		return ret;
+	/* Counted when the retry is really sent: one that a hedge made
+	 * unnecessary is not a retry. */
+	if (r->attempt > 1) {
+		S3_STAT_INC(c, retries);
+		S3_STAT_ADD(c, retries_throttle, r->retry_cause == S3_RETRY_THROTTLE);
+		S3_STAT_ADD(c, retries_server, r->retry_cause == S3_RETRY_SERVER);
+		S3_STAT_ADD(c, retries_network, r->retry_cause == S3_RETRY_NETWORK ||
+					       r->retry_cause == S3_RETRY_CONNECT);
+		S3_STAT_ADD(c, retries_stall, r->retry_cause == S3_RETRY_STALL);
+		S3_STAT_ADD(c, retries_body, r->retry_cause == S3_RETRY_BODY);
+		S3_STAT_ADD(c, retries_expired, r->retry_cause == S3_RETRY_EXPIRED);
+	}
 	S3_STAT_INC(c, requests);
 	if (r->op == S3_OP_GET)
 		S3_STAT_INC(c, get_requests);
@@ -458,9 +552,34 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	}
 	if (r->op == S3_OP_HEAD)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	/* The last attempt failed on its connection (500, reset, short body,
+	 * stall): do not hand this one the twin of that connection. */
+	if (r->fresh_conn)
+		curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+	r->fresh_conn = 0;
 	if (r->op == S3_OP_GET && r->len >= (size_t)S3_BIG_GET)
 		curl_easy_setopt(e, CURLOPT_BUFFERSIZE, c->get_recv_buf);
 	return 0;
+}
+
+void s3_req_cut_unsent(struct s3_req *r)
+{
+	long sent = 0;
+
+	if (!r->easy || curl_easy_getinfo(r->easy, CURLINFO_REQUEST_SIZE, &sent) != CURLE_OK ||
+	    sent > 0)
+		return;
+	/* Counted at start, never reached the store: take it back, so that
+	 * the counters stay what a proxy in front of the store sees. */
+	S3_STAT_ADD(r->c, requests, (uint64_t)-1);
+	if (r->op == S3_OP_GET)
+		S3_STAT_ADD(r->c, get_requests, (uint64_t)-1);
+	else if (r->op == S3_OP_HEAD)
+		S3_STAT_ADD(r->c, head_requests, (uint64_t)-1);
+	else
+		S3_STAT_ADD(r->c, list_requests, (uint64_t)-1);
+	if (r->primary)
+		S3_STAT_ADD(r->c, hedges_started, (uint64_t)-1);
 }
 
 long s3_get_recv_buf(int max_connections)
@@ -504,8 +623,10 @@ static int check_success(struct s3_req *r)
 		return 0;
 	case S3_OP_HEAD:
 		if (!r->have_content_length) {
+			/* S3 always sends it: without it the answer was cut
+			 * inside its header block. Retried as a short body. */
 			snprintf(r->reason, sizeof(r->reason), "HEAD without Content-Length");
-			return -EIO;
+			return 1;
 		}
 		return 0;
 	case S3_OP_LIST:
@@ -521,15 +642,15 @@ static int check_success(struct s3_req *r)
 	return -EIO;
 }
 
-/* Why an attempt is retried, for the retries_* counters. */
-enum retry_cause { RETRY_BODY, RETRY_STALL, RETRY_NETWORK, RETRY_THROTTLE, RETRY_SERVER };
-
 int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 {
 	struct s3_client *c = r->c;
-	int err = 0, retry = 0, max = r->quick ? 2 : c->max_attempts;
-	enum retry_cause cause = RETRY_BODY;
+	int err = 0, retry = 0, max = r->primary ? 1 : r->quick ? 2 : c->max_attempts;
+	enum s3_retry_cause cause = S3_RETRY_BODY;
+	int64_t tail = util_now_ms() - r->progress_ms;
 
+	if (tail > r->max_gap_ms)
+		r->max_gap_ms = tail;
 	r->os_errno = 0;
 	if (r->easy && cc != CURLE_OK)
 		curl_easy_getinfo(r->easy, CURLINFO_OS_ERRNO, &r->os_errno);
@@ -550,13 +671,17 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		err = -EIO;
 		retry = 1;
 	} else if (cc != CURLE_OK && r->stalled) {
-		cause = RETRY_STALL;
+		cause = S3_RETRY_STALL;
 		snprintf(r->reason, sizeof(r->reason), "no bytes for %d ms (--stall-timeout)",
 			 c->stall_timeout_ms);
 		err = -ETIMEDOUT;
 		retry = !r->quick;
 	} else if (cc != CURLE_OK) {
-		cause = RETRY_NETWORK;
+		/* No connection at all is an outage, not a bad connection:
+		 * those back off, as throttling does. */
+		cause = cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST ||
+			cc == CURLE_SSL_CONNECT_ERROR || cc == CURLE_OPERATION_TIMEDOUT
+			? S3_RETRY_CONNECT : S3_RETRY_NETWORK;
 		err = util_curl_errno(cc, &retry);
 		snprintf(r->reason, sizeof(r->reason), "%s",
 			 r->curl_err[0] ? r->curl_err : curl_easy_strerror(cc));
@@ -579,15 +704,14 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 			snprintf(r->err.request_id, sizeof(r->err.request_id), "%s", r->request_id);
 		err = s3_error_errno(r->status, r->err.code, &retry);
 		cause = r->status == 429 || r->status == 503 || strcmp(r->err.code, "SlowDown") == 0
-			? RETRY_THROTTLE : RETRY_SERVER;
+			? S3_RETRY_THROTTLE : S3_RETRY_SERVER;
 		if (strcmp(r->err.code, "ExpiredToken") == 0 && !r->expired_retried) {
 			/* Temporary credentials ran out between refreshes: reload once. */
 			r->expired_retried = 1;
 			creds_invalidate(c->creds);
 			retry = 1;
 			if (r->attempt < max) {
-				S3_STAT_INC(c, retries);
-				S3_STAT_INC(c, retries_expired);
+				r->retry_cause = S3_RETRY_EXPIRED;
 				log_info(TAG, "%s: credentials expired, reloaded; attempt %d",
 					 op_name(r->op), r->attempt + 1);
 				return 0;
@@ -606,13 +730,9 @@ int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc)
 		rng ^= rng << 13;
 		rng ^= rng >> 7;
 		rng ^= rng << 17;
-		delay = r->quick ? 100 : s3_backoff_ms(r->attempt, rng);
-		S3_STAT_INC(c, retries);
-		S3_STAT_ADD(c, retries_throttle, cause == RETRY_THROTTLE);
-		S3_STAT_ADD(c, retries_server, cause == RETRY_SERVER);
-		S3_STAT_ADD(c, retries_network, cause == RETRY_NETWORK);
-		S3_STAT_ADD(c, retries_stall, cause == RETRY_STALL);
-		S3_STAT_ADD(c, retries_body, cause == RETRY_BODY);
+		delay = r->quick ? 100 : s3_retry_delay_ms(cause, r->attempt, rng);
+		r->fresh_conn = cause != S3_RETRY_THROTTLE && cause != S3_RETRY_CONNECT;
+		r->retry_cause = cause;
 		if (r->attempt >= 3)
 			log_info(TAG, "%s attempt %d/%d failed (%s), retrying in %" PRId64 " ms",
 				 op_name(r->op), r->attempt, max, r->reason, delay);

@@ -72,6 +72,20 @@ char *s3_url_decode(const char *s, size_t len, size_t *out_len);
 
 /* ---- client / request --------------------------------------------------- */
 
+/* Why an attempt failed in a way worth another one (the retries_* counters,
+ * and the delay before that attempt). */
+enum s3_retry_cause {
+	S3_RETRY_BODY,          /* body short, long or of the wrong range */
+	S3_RETRY_STALL,         /* cut by the --stall-timeout watchdog */
+	S3_RETRY_NETWORK,       /* reset, cut short, transfer error */
+	S3_RETRY_THROTTLE,      /* 503 SlowDown, 429 and their codes */
+	S3_RETRY_SERVER,        /* other 5xx, RequestTimeout */
+	S3_RETRY_EXPIRED,       /* ExpiredToken: credentials reloaded, no delay */
+	S3_RETRY_CONNECT,       /* no connection: refused, unresolved, timed out
+				 * (counted with network, backs off) */
+};
+
+
 struct s3_client {
 	struct s3_http *http;
 	struct creds_chain *creds;
@@ -142,6 +156,19 @@ struct s3_req {
 	int64_t progress_ms;        /* last time a byte moved (or the attempt began) */
 	curl_off_t progress_bytes;  /* bytes moved as of progress_ms */
 	int stalled;                /* the attempt was cut by the stall watchdog */
+	int64_t max_gap_ms;         /* longest time without a byte in this attempt */
+	int slow_seen;              /* counted in stats.stalls (once per attempt) */
+	int fresh_conn;             /* next attempt: a new connection (not throttled) */
+	enum s3_retry_cause retry_cause;    /* why the next attempt is made */
+
+	/* hedging (http.c): a hedge is a one-attempt twin of a primary request */
+	struct s3_req *primary;     /* set in a hedge: the request it races for */
+	struct s3_req *hedge;       /* set in a primary: its hedge in flight */
+	unsigned char *hedge_buf;   /* a GET hedge's own buffer (r->buf points here) */
+	size_t hedge_from;          /* a GET hedge covers primary bytes [hedge_from, len) */
+	int hedged_attempt;         /* the primary attempt that was hedged, 0 none */
+	int waiting_hedge;          /* primary attempt over, its hedge still runs */
+	int64_t deferred_delay;     /* what attempt_end said then: delay or -1 */
 
 	/* across attempts */
 	int attempt;                /* 1-based number of the attempt in flight */
@@ -176,6 +203,16 @@ int s3_req_attempt_start(struct s3_req *r, CURL *easy);
 /* Called on the http thread when an attempt's transfer ended. Returns a delay in
  * ms (>= 0) when it must be retried, or -1 when r is complete (r->result set). */
 int64_t s3_req_attempt_end(struct s3_req *r, CURLcode cc);
+/* A hedge for primary p (its attempt in flight, on the http thread): the same
+ * request once more, one attempt only. A GET whose primary already holds
+ * verified bytes asks only for the rest, with If-Match on the ETag those bytes
+ * came with. 0 or -errno. */
+int s3_req_hedge_new(struct s3_req *p, struct s3_req **out);
+/* r's attempt is being cut (r->easy still set): when it sent nothing yet,
+ * take back what s3_req_attempt_start counted for it. */
+void s3_req_cut_unsent(struct s3_req *r);
+/* Copy a successful hedge's outcome into its primary (p->result = 0). */
+void s3_req_hedge_adopt(struct s3_req *p, struct s3_req *hedge);
 /* Log the final failure once (no secrets). */
 void s3_req_log_failure(const struct s3_req *r);
 /* Host header value: the endpoint's authority, or bucket.authority. malloc'd. */
@@ -202,6 +239,16 @@ int64_t s3_backoff_ms(int attempt, uint64_t rnd);
 #define S3_BACKOFF_BASE_MS 100
 #define S3_BACKOFF_CAP_MS 20000
 
+/* Delay before the attempt after `attempt` failed for `cause`: throttling
+ * and connect failures back off with full jitter (s3_backoff_ms); anything
+ * else goes again at once, within S3_QUICK_JITTER_MS, for its first
+ * S3_QUICK_RETRIES retries and then backs off as throttling would from its
+ * first step. */
+int64_t s3_retry_delay_ms(enum s3_retry_cause cause, int attempt, uint64_t rnd);
+
+#define S3_QUICK_RETRIES 3
+#define S3_QUICK_JITTER_MS 20
+
 /*
  * curl's receive buffer for GETs of at least S3_BIG_GET bytes. At curl's
  * default (16 KiB) a 2 GiB read is 131,072 poll + recv rounds on the http
@@ -220,6 +267,7 @@ long s3_get_recv_buf(int max_connections);
 struct s3_http_opts {
 	const char *ca_bundle;
 	int max_connections;
+	int hedge_budget_pct;       /* 0: no hedges */
 };
 int s3_http_new(const struct s3_http_opts *o, struct s3_http **out);
 /* Completes everything still queued or in flight with -ECANCELED, then joins. */

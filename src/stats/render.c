@@ -329,7 +329,7 @@ int stats_render_text(const struct stats_reg *r, const struct stats_mount *m,
 		(unsigned long long)val(r, "s3", "errors"),
 		(unsigned long long)val(r, "s3", "cancelled"));
 	fprintf(o, "retries             %llu: throttled %llu, server error %llu, network %llu, "
-		"stall %llu, bad body %llu, expired credentials %llu\n\n",
+		"stall %llu, bad body %llu, expired credentials %llu\n",
 		(unsigned long long)val(r, "s3", "retries"),
 		(unsigned long long)val(r, "s3", "retries_throttle"),
 		(unsigned long long)val(r, "s3", "retries_server"),
@@ -337,6 +337,11 @@ int stats_render_text(const struct stats_reg *r, const struct stats_mount *m,
 		(unsigned long long)val(r, "s3", "retries_stall"),
 		(unsigned long long)val(r, "s3", "retries_body"),
 		(unsigned long long)val(r, "s3", "retries_expired"));
+	fprintf(o, "hedges              %llu sent, %llu won; %llu attempts stalled past the "
+		"hedge delay\n\n",
+		(unsigned long long)val(r, "s3", "hedges_started"),
+		(unsigned long long)val(r, "s3", "hedges_won"),
+		(unsigned long long)val(r, "s3", "stalls"));
 
 	if (stats_reg_has(r, "cache")) {
 		uint64_t h = val(r, "cache", "hits"), mi = val(r, "cache", "misses");

@@ -18,6 +18,21 @@ Fault kinds:
   trickle   the whole body, correct, in small slices with pauses (slow, not broken)
   range     a Content-Range that names other bytes than the ones sent
   etag      a different ETag than the object's (the object "changed" between parts)
+set_mix(rate, kinds) is the other mode, for the benchmark's fault runs: every
+request (listings and HEADs too), each attempt on its own, fails with
+probability `rate`, the kind drawn from `kinds`, both by a hash of (seed,
+method, target, Range, attempt number). A HEAD has no body: "reset" then
+resets before the answer, "short" cuts the header block, "stall" waits before
+it.
+
+set_target(substring, kind) breaks the first attempt of every request (any
+method) whose target (URL-decoded) contains substring, or for which substring,
+when it is a function, returns true; nothing else.
+
+Every request is logged in `log` as (conn, method, target, range, fault), conn
+numbering the client connections in accept order, so a test can tell a retry
+on a fresh connection from one on the same.
+
 refuse_for(seconds) closes the listening socket and every open connection, so
 connects are refused, then listens again on the same port.
 
@@ -48,6 +63,10 @@ class FaultProxy:
         self.up_host, self.up_port = u.hostname, u.port
         self.seed = seed
         self.kind, self.rate, self.repeat = None, 0.0, 1
+        self.mix = None              # set_mix: kinds drawn for every request
+        self.target = None           # set_target: substring of the targets to break
+        self.log = []                # (conn, method, target, range, fault)
+        self.n_conns = 0
         self.stall_s = 3.0
         self.lock = threading.Lock()
         self.attempts = {}           # (path, range) -> attempts seen
@@ -76,6 +95,21 @@ class FaultProxy:
         assert kind is None or kind in KINDS, kind
         with self.lock:
             self.kind, self.rate, self.repeat = kind, rate, repeat
+            self.mix = self.target = None
+            self.attempts.clear()
+
+    def set_target(self, substring, kind):
+        assert kind in KINDS, kind
+        with self.lock:
+            self.kind, self.rate, self.repeat = kind, 1.0, 1
+            self.mix, self.target = None, substring
+            self.attempts.clear()
+
+    def set_mix(self, rate, kinds=("503", "500", "reset", "short", "stall")):
+        assert all(k in KINDS for k in kinds), kinds
+        with self.lock:
+            self.kind, self.rate, self.repeat = None, rate, 1
+            self.mix, self.target = tuple(kinds), None
             self.attempts.clear()
 
     def clear(self):
@@ -129,13 +163,42 @@ class FaultProxy:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self.lock:
                 self.conns.add(c)
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+                self.n_conns += 1
+                cid = self.n_conns
+            threading.Thread(target=self._serve, args=(c, cid), daemon=True).start()
 
-    def _pick(self, method, path, rng):
+    def _pick(self, method, path, rng, cid=0):
         """The fault for this attempt, or None (deterministic per request)."""
+        kind = self._draw(method, path, rng)
+        with self.lock:
+            self.log.append((cid, method, path, rng, kind))
+        return kind
+
+    def _draw(self, method, path, rng):
         with self.lock:
             self.requests += 1
+            if self.mix:
+                k = (method, path, rng)
+                n = self.attempts.get(k, 0)
+                self.attempts[k] = n + 1
+                h = hashlib.sha256(("%d|%s|%s|%s|%d" % (self.seed, method, path, rng, n))
+                                   .encode()).digest()
+                if struct.unpack("<Q", h[:8])[0] / 2.0 ** 64 >= self.rate:
+                    return None
+                kind = self.mix[h[8] % len(self.mix)]
+                self.injected[kind] = self.injected.get(kind, 0) + 1
+                return kind
             kind = self.kind
+            if self.target is not None:
+                k = (method, path, rng)
+                n = self.attempts.get(k, 0)
+                self.attempts[k] = n + 1
+                t = urllib.parse.unquote(path)
+                hit = self.target(t) if callable(self.target) else self.target in t
+                if not hit or n >= self.repeat:
+                    return None
+                self.injected[kind] = self.injected.get(kind, 0) + 1
+                return kind
             if not kind or method != "GET" or not rng or "?" in path:
                 return None
             k = (path, rng)
@@ -147,7 +210,7 @@ class FaultProxy:
             self.injected[kind] = self.injected.get(kind, 0) + 1
             return kind
 
-    def _serve(self, c):
+    def _serve(self, c, cid=0):
         f = c.makefile("rb")
         up = None
         try:
@@ -166,14 +229,18 @@ class FaultProxy:
                 n = int(dict((k.lower(), v) for k, v in hdrs).get("content-length", 0))
                 body = f.read(n) if n else None
                 rng = dict((k.lower(), v) for k, v in hdrs).get("range")
-                fault = self._pick(method, target, rng)
+                fault = self._pick(method, target, rng, cid)
+                if method == "HEAD" and fault in ("reset", "short", "stall"):
+                    self._break_head(c, fault)
+                    return
                 if fault in _ERR:
                     st, reason, code, msg = _ERR[fault]
                     x = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>%s</Code>'
                          '<Message>%s</Message><RequestId>FAULT%d</RequestId></Error>'
                          % (code, msg, self.requests)).encode()
                     c.sendall(("HTTP/1.1 %d %s\r\nContent-Type: application/xml\r\n"
-                               "Content-Length: %d\r\n\r\n" % (st, reason, len(x))).encode() + x)
+                               "Content-Length: %d\r\n\r\n" % (st, reason, len(x))).encode() +
+                              (x if method != "HEAD" else b""))
                     continue
                 if up is None:
                     up = http.client.HTTPConnection(self.up_host, self.up_port, timeout=60)
@@ -200,6 +267,18 @@ class FaultProxy:
                 c.close()
             except OSError:
                 pass
+
+    def _break_head(self, c, fault):
+        """A HEAD has no body to break: break its answer instead."""
+        if fault == "reset":
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        elif fault == "short":
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Le")
+            c.shutdown(socket.SHUT_WR)
+        else:
+            end = time.monotonic() + self.stall_s
+            while time.monotonic() < end and not self.stopping and not self.refusing.is_set():
+                time.sleep(0.05)
 
     def _answer(self, c, method, resp, data, fault):
         """Sends one response, broken as `fault` says. False: connection is done."""

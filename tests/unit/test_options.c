@@ -98,6 +98,8 @@ static const struct accept_case {
 	{ "--connect-timeout 3 b /m", AT(connect_timeout_ms), F_I64, NULL, 3000 },
 	{ "--stall-timeout 1 b /m", AT(stall_timeout_ms), F_I64, NULL, 1000 },
 	{ "--max-retries 100 b /m", AT(max_retries), F_U32, NULL, 100 },
+	{ "--hedge-budget 0 b /m", AT(hedge_budget_pct), F_U32, NULL, 0 },
+	{ "--hedge-budget 100 b /m", AT(hedge_budget_pct), F_U32, NULL, 100 },
 	{ "--no-verify-ssl b /m", AT(no_verify_tls), F_INT, NULL, 1 },
 	{ "--max-connections 1024 b /m", AT(max_connections), F_U32, NULL, 1024 },
 	{ "--no-bdi-readahead b /m", AT(no_bdi_readahead), F_INT, NULL, 1 },
@@ -193,6 +195,7 @@ static const struct reject_case {
 	{ "--stall-timeout 2147484 b /m",
 	  "--stall-timeout: '2147484' is not in 1..2147483 seconds" },
 	{ "--max-retries 0 b /m", "--max-retries: '0' is not in 1..100" },
+	{ "--hedge-budget 101 b /m", "--hedge-budget: '101' is not in 0..100" },
 	{ "--max-retries 101 b /m", "--max-retries: '101' is not in 1..100" },
 	{ "--max-retries x b /m", "--max-retries: 'x' is not a number" },
 	{ "--max-connections 0 b /m", "--max-connections: '0' is not in 1..1024" },
@@ -324,6 +327,7 @@ static void t_defaults(void)
 	CHECK_EQ_INT(o.connect_timeout_ms, 0);
 	CHECK_EQ_INT(o.stall_timeout_ms, 0);
 	CHECK_EQ_INT(o.max_retries, 0);
+	CHECK_EQ_INT(o.hedge_budget_pct, 5);
 	CHECK_EQ_INT(o.max_connections, 0);
 	CHECK_EQ_INT(o.foreground + o.debug + o.dry_run + o.print_creds + o.allow_other, 0);
 	options_free(&o);

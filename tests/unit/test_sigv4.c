@@ -242,6 +242,32 @@ static void t_missing_inputs(void)
 	CHECK_EQ_INT(sigv4_sign(&in, &cr, &out), -EINVAL);
 }
 
+/* Throttling backs off; a 500, reset, short body or stall goes again at
+ * once (jitter only) for S3_QUICK_RETRIES, then backs off from the start. */
+static void t_retry_delay_by_cause(void)
+{
+	enum s3_retry_cause quick[] = { S3_RETRY_SERVER, S3_RETRY_NETWORK, S3_RETRY_BODY,
+					S3_RETRY_STALL };
+
+	for (uint64_t rnd = 0; rnd < 5000; rnd += 7) {
+		for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); i++) {
+			for (int a = 1; a <= S3_QUICK_RETRIES; a++)
+				CHECK(s3_retry_delay_ms(quick[i], a, rnd) <= S3_QUICK_JITTER_MS);
+			CHECK_EQ_INT(s3_retry_delay_ms(quick[i], S3_QUICK_RETRIES + 1, rnd),
+				     s3_backoff_ms(1, rnd));
+			CHECK_EQ_INT(s3_retry_delay_ms(quick[i], S3_QUICK_RETRIES + 3, rnd),
+				     s3_backoff_ms(3, rnd));
+		}
+		for (int a = 1; a < 12; a++) {
+			CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_THROTTLE, a, rnd), s3_backoff_ms(a, rnd));
+			CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_CONNECT, a, rnd), s3_backoff_ms(a, rnd));
+		}
+	}
+	/* the backoff of throttling really waits: rnd just under its ceiling */
+	CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_THROTTLE, 1, 100), 100);
+	CHECK_EQ_INT(s3_retry_delay_ms(S3_RETRY_SERVER, 1, 100), 100 % (S3_QUICK_JITTER_MS + 1));
+}
+
 static void t_backoff(void)
 {
 	/* Full jitter: within [0, min(cap, base*2^(n-1))]. */
@@ -256,7 +282,7 @@ static void t_backoff(void)
 
 static const struct test tests[] = {
 	TEST(t_vectors), TEST(t_uri_encode), TEST(t_canonical_query),
-	TEST(t_missing_inputs), TEST(t_backoff), { 0 },
+	TEST(t_missing_inputs), TEST(t_backoff), TEST(t_retry_delay_by_cause), { 0 },
 };
 
 int main(void)

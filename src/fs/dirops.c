@@ -1,0 +1,89 @@
+/*
+ * dirops — ask the kernel for parallel directory operations.
+ *
+ * DESIGN
+ * Without FUSE_PARALLEL_DIROPS in the INIT reply, the kernel holds a
+ * directory's inode lock across every lookup in it: one slow LIST or HEAD
+ * makes every other lookup in that directory wait, whatever the number of
+ * readers. op_init asks for it (conn->want), but libfuse 3.14 (Debian
+ * 3.14.0-4) does not put the bit into its reply: with -d, the kernel offers
+ * flags 0x73fffffb (bit 18 set), op_init's want holds FUSE_CAP_PARALLEL_DIROPS,
+ * and the reply flags are 0x4040b029 (bit 18 clear).
+ *
+ * So the session writes through fuse_session_custom_io() on its own /dev/fuse
+ * fd, with plain read and writev, and sets the bit in the INIT reply: the
+ * first reply of the session (the kernel sends nothing else until INIT is
+ * answered), recognised by its size and version, and only when the kernel
+ * offered the flag (fs_dirops_offered, from op_init). Every other message is
+ * written as is. $FEEDFS_PARALLEL_DIROPS=0 leaves the reply alone (to measure
+ * the difference).
+ */
+#include "fs_i.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "feedfs/log.h"
+
+#define TAG "fs"
+
+static atomic_int dirops_offered;     /* op_init saw the kernel offer it */
+static atomic_int init_done;          /* the INIT reply has gone */
+
+void fs_dirops_offered(int offered)
+{
+	atomic_store(&dirops_offered, offered);
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return read(fd, buf, len);
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fuse_init_out out;
+	struct iovec mine[2];
+	const struct fuse_out_header *oh = iov[0].iov_base;
+
+	(void)userdata;
+	if (atomic_load(&init_done) || count != 2 || iov[0].iov_len != sizeof(*oh) ||
+	    oh->error != 0 || iov[1].iov_len < offsetof(struct fuse_init_out, flags) +
+	    sizeof(out.flags) || iov[1].iov_len > sizeof(out))
+		return writev(fd, iov, count);
+	atomic_store(&init_done, 1);
+	memset(&out, 0, sizeof(out));
+	memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+	if (out.major != FUSE_KERNEL_VERSION || !atomic_load(&dirops_offered))
+		return writev(fd, iov, count);
+	if (!(out.flags & FUSE_PARALLEL_DIROPS)) {
+		out.flags |= FUSE_PARALLEL_DIROPS;
+		log_debug(TAG, "init: parallel dirops set in the reply (libfuse left it out)");
+	}
+	mine[0] = iov[0];
+	mine[1].iov_base = &out;
+	mine[1].iov_len = iov[1].iov_len;
+	return writev(fd, mine, 2);
+}
+
+int fs_session_parallel_dirops(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
+	const char *env = getenv("FEEDFS_PARALLEL_DIROPS");
+	int fd = fuse_session_fd(se);
+
+	if ((env && strcmp(env, "0") == 0) || fd < 0)
+		return 0;
+	if (fuse_session_custom_io(se, &io, fd) != 0) {
+		log_warn(TAG, "cannot ask for parallel directory operations: lookups in one "
+			 "directory run one at a time");
+		return -EIO;
+	}
+	return 1;
+}
