@@ -39,11 +39,27 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
 LDLIBS   += $(PKG_LIBS) -pthread -ldl -lm
 LDFLAGS  += $(SANFLAGS)
 
-# Every module's sources, except the program entry point, go into one archive so
-# that each unit test binary links only what it uses.
-LIB_SRCS  := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c))
+# Every module's sources, except the program entry point and the client
+# library (src/lib/), go into one archive so that each unit test binary links
+# only what it uses. build/libfeedfs.{a,so} is the client library.
+LIB_SRCS  := $(filter-out src/main.c src/lib/%,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-LIB       := $(BUILD)/libfeedfs.a
+LIB       := $(BUILD)/libfeedfsd.a
+
+# The device path's CUDA code (src/gpu/cuda.c) is checked against the
+# toolkit's headers when they are there; it never links CUDA (dlopen).
+# `make CUDA_HOME=/nonexistent` builds it against its own declarations.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+$(BUILD)/obj/src/gpu/cuda.o: CFLAGS += -DFEEDFS_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+endif
+
+# libfeedfs: the client library of the device-feed path (include/feedfs/libfeedfs.h).
+CLIB_SRCS := $(wildcard src/lib/*.c)
+CLIB_OBJS := $(CLIB_SRCS:%.c=$(BUILD)/obj/pic/%.o)
+CLIB_A    := $(BUILD)/libfeedfs.a
+CLIB_SO   := $(BUILD)/libfeedfs.so
+CLIB_SONAME := libfeedfs.so.1
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetch.o
@@ -52,7 +68,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \
         python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
-all: $(BUILD)/feedfs ## build build/feedfs (default)
+all: $(BUILD)/feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client ## build build/feedfs and libfeedfs (default)
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -61,6 +77,26 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (pic)")
+	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(CLIB_A): $(CLIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(CLIB_SO): $(CLIB_OBJS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(CLIB_SONAME) -o $@ $^ -pthread -ldl
+
+# The C test program of the library, run against a real mount by
+# tests/integration/test_device.py.
+$(BUILD)/tests/lib_client: tests/lib/lib_client.c $(CLIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIB_A) -pthread -ldl
 
 $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
@@ -75,12 +111,25 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_HARN) $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-install: $(BUILD)/feedfs ## install feedfs and its man page under PREFIX (/usr/local)
+PYDIR ?= $(PREFIX)/lib/python3/dist-packages
+
+install: $(BUILD)/feedfs $(CLIB_A) $(CLIB_SO) ## install feedfs, its man page, libfeedfs and python/feedfs under PREFIX (/usr/local)
 	install -D -m 0755 $(BUILD)/feedfs $(DESTDIR)$(PREFIX)/bin/feedfs
 	install -D -m 0644 docs/feedfs.1 $(DESTDIR)$(PREFIX)/share/man/man1/feedfs.1
+	install -D -m 0644 include/feedfs/libfeedfs.h $(DESTDIR)$(PREFIX)/include/feedfs/libfeedfs.h
+	install -D -m 0644 include/feedfs/feedfs_ioctl.h $(DESTDIR)$(PREFIX)/include/feedfs/feedfs_ioctl.h
+	install -D -m 0644 $(CLIB_A) $(DESTDIR)$(PREFIX)/lib/libfeedfs.a
+	install -D -m 0755 $(CLIB_SO) $(DESTDIR)$(PREFIX)/lib/$(CLIB_SONAME)
+	ln -sf $(CLIB_SONAME) $(DESTDIR)$(PREFIX)/lib/libfeedfs.so
+	for f in python/feedfs/*.py; do \
+		install -D -m 0644 $$f $(DESTDIR)$(PYDIR)/feedfs/$$(basename $$f); done
 
 uninstall: ## remove what install put in place
 	rm -f $(DESTDIR)$(PREFIX)/bin/feedfs $(DESTDIR)$(PREFIX)/share/man/man1/feedfs.1
+	rm -f $(DESTDIR)$(PREFIX)/include/feedfs/libfeedfs.h $(DESTDIR)$(PREFIX)/include/feedfs/feedfs_ioctl.h
+	rm -f $(DESTDIR)$(PREFIX)/lib/libfeedfs.a $(DESTDIR)$(PREFIX)/lib/libfeedfs.so \
+	      $(DESTDIR)$(PREFIX)/lib/$(CLIB_SONAME)
+	rm -rf $(DESTDIR)$(PYDIR)/feedfs
 
 deps: ## install build and test dependencies (Debian packages, pinned npm s3rver)
 	tests/deps.sh
