@@ -142,6 +142,9 @@ static void *work(void *arg)
 	/* In 3 pieces, so the pieces of threads interleave on the file. */
 	for (size_t at = 0; at < w->size && !w->err; ) {
 		size_t n = w->size / 3 + 1;
+
+		if (n > w->size - at)
+			n = w->size - at;       /* the region ends there: EFAULT past it */
 		ssize_t r = feedfs_read_host(fd, w->r.id, at, at, n);
 
 		if (r < 0)
