@@ -246,7 +246,7 @@ def _writable_view(out):
             raise ValueError("read_into needs a contiguous tensor")
         return memoryview(out.view(-1).view(__import__("torch").uint8).numpy()).cast("B")
     if mod.startswith("paddle"):
-        return None
+        return None                 # its numpy() is a copy: read_into copies back
     m = memoryview(out)
     if m.readonly:
         raise ValueError("read_into needs a writable buffer")
@@ -303,11 +303,10 @@ def read_into(path, out, offset=0, length=None):
     if _is_cuda_tensor(out):
         return read_to_device(path, out, offset, length)
     view = _writable_view(out)
-    if view is None:                    # paddle CPU tensor: numpy() is a copy
-        import numpy as np
+    if view is None:                    # paddle CPU tensor (untested here)
         arr = out.numpy()
         n = read_into(path, arr, offset, length)
-        out.set_value(arr) if hasattr(out, "set_value") else None
+        out.set_value(arr)
         return n
     size = len(view)
     if length is None:
@@ -368,7 +367,8 @@ def _ipc_handle(t):
     None when it cannot be exported (expandable segments export only file
     descriptors; other allocators none at all)."""
     try:
-        st = t.untyped_storage()
+        # torch >= 2.0: untyped_storage(); 1.x: the typed storage's own.
+        st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
         share = st._share_cuda_()
     except Exception:       # noqa: BLE001 -- torch raises RuntimeError, version-dependent
         return None

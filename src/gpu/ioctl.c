@@ -115,11 +115,12 @@ static int dest_open(struct gpu *g, const struct feedfs_ioc_dest *d, uid_t uid, 
 		}
 		return 0;
 	case FEEDFS_DEST_CUDA_IPC:
+		/* Before CUDA: a handle from another namespace cannot open. */
+		if (other_pid_ns(pid))
+			return -EXDEV;
 		out->cuda = cuda_get(g);
 		if (!out->cuda)
 			return -ENODEV;
-		if (other_pid_ns(pid))
-			return -EXDEV;
 		out->handle = d->ipc_handle;
 		return 0;
 	default:
