@@ -22,6 +22,12 @@ grows to the largest read asked. So:
                            usable GPU in this process: NoDeviceError.
   load_batch / collate     many files into one region-backed tensor.
 
+Channels and regions belong to the process that made them: a forked child
+(a DataLoader worker) opens its own on first use and never speaks on its
+parent's. A batch tensor that a worker process returns is copied by torch
+into its own shared memory to cross processes; the one-copy path is for
+loaders in the training process (threads, or num_workers=0).
+
 Nothing here imports numpy, torch or paddle until a value of theirs is seen.
 """
 import ctypes
@@ -143,7 +149,10 @@ class Region:
         return memoryview(arr).cast("B")
 
     def free(self):
-        if self._r.id and self._chan.ptr:
+        # In a forked child the channel's socket is the parent's: saying
+        # anything on it would unregister the parent's region. The daemon
+        # frees it when the parent's channel closes.
+        if self._r.id and self._chan.ptr and self._chan.pid == os.getpid():
             self._chan.lib.feedfs_region_free(self._chan.ptr, ctypes.byref(self._r))
         self._r.id = 0
 
@@ -170,9 +179,9 @@ class Channel:
         return Region(self, size)
 
     def close(self):
-        if self.ptr:
+        if self.ptr and self.pid == os.getpid():
             self.lib.feedfs_close(self.ptr)
-            self.ptr = None
+        self.ptr = None
 
 
 _chans = {}
@@ -225,7 +234,7 @@ def buffer(nbytes, path):
 
 def _in_region(addr, n):
     for a, r in list(_buffers.items()):
-        if a <= addr and addr + n <= a + r.size:
+        if r._chan.pid == os.getpid() and a <= addr and addr + n <= a + r.size:
             return r, addr - a
     return None, 0
 

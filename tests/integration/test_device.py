@@ -129,6 +129,13 @@ def test_caps_unknown_command_and_wrong_sizes(dmount):
         # A read naming no registered region, and a bad destination kind.
         assert errno_of(lambda: ioctl_read(fd, 12345, 0, 0, 10)) == errno.ENOENT
         assert errno_of(lambda: ioctl_read(fd, 12345, 0, 0, 10, kind=7)) == errno.EINVAL
+        # A directory: ENOTTY (the ABI is for files).
+        dfd = os.open(dmount.p("d"), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert errno_of(lambda: fcntl.ioctl(dfd, ioc(0, CAPS_SIZE), caps_buf(),
+                                                True)) == errno.ENOTTY
+        finally:
+            os.close(dfd)
         # A device destination without CUDA in the daemon: the documented ENODEV.
         assert errno_of(lambda: ioctl_read(fd, 0, 0, 0, 10, kind=2,
                                            handle=b"\1" * 64)) == errno.ENODEV
@@ -394,6 +401,82 @@ def test_client_that_dies_holding_a_region(dmount):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def batch_buf(region, extents, count=None, version=1):
+    dest = struct.pack("<IIQQ", 1, 0, region, 0) + bytes(64)
+    head = struct.pack("<IIII", version, BATCH_SIZE, 0,
+                       len(extents) if count is None else count) + dest
+    head += struct.pack("<qiI", 0, 0, 0) + bytes(16)
+    assert len(head) == 136
+    body = b"".join(struct.pack("<QQQq", o, n, d, 0) for o, n, d in extents)
+    return bytearray(head + body + bytes(BATCH_SIZE - len(head) - len(body)))
+
+
+def test_batch_ioctl_stops_at_the_first_failure(dmount):
+    data = content_for("d/three.bin", SIZES["d/three.bin"])
+    ch = fdev.Channel(dmount.path)
+    try:
+        r = ch.region(1 << 16)
+        with open(dmount.p("d/three.bin"), "rb") as f:
+            fd = f.fileno()
+            ext = [(0, 1000, 0), (5000, 2000, 1000), (0, 10, 70000), (9, 9, 3000)]
+            b = batch_buf(r.id, ext)
+            fcntl.ioctl(fd, ioc(2, BATCH_SIZE), b, True)
+            total, err, failed = struct.unpack_from("<qiI", b, 104)
+            res = [struct.unpack_from("<q", b, 136 + 32 * i + 24)[0] for i in range(4)]
+            assert res == [1000, 2000, -errno.EFAULT, -errno.ECANCELED]
+            assert (total, err, failed) == (3000, errno.EFAULT, 2)
+            assert bytes(r.view[:3000]) == data[:1000] + data[5000:7000]
+            assert bytes(r.view[3000:3009]) == bytes(9)        # cancelled: not written
+            # Malformed batches fail the ioctl itself.
+            for bad in (batch_buf(r.id, [], count=0), batch_buf(r.id, [], count=257),
+                        batch_buf(r.id, [(0, 1, 0)], version=3)):
+                assert errno_of(lambda: fcntl.ioctl(fd, ioc(2, BATCH_SIZE), bad, True)) == \
+                    errno.EINVAL
+            assert errno_of(lambda: fcntl.ioctl(fd, ioc(2, BATCH_SIZE), batch_buf(999, [(0, 1, 0)]),
+                                                True)) == errno.ENOENT
+    finally:
+        ch.close()
+    st = dev_stats(dmount)
+    assert st["direct_bytes"] == 3000 and st["batches"] == 1 and st["errors"] == 2
+
+
+def test_another_uid_cannot_use_my_region(mount, dbucket):
+    """Region ids are not capabilities alone: a caller of another uid that
+    names root's region gets EPERM (the mount lets it open the file)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch uid")
+    m = mount(dbucket, "", "--allow-other")
+    ch = fdev.Channel(m.path)
+    try:
+        r = ch.region(8192)
+        rfd, wfd = os.pipe()
+        # Opened here (the test's tmp dirs are 0700), used by the child as
+        # uid 65534: FUSE tells the daemon the uid of the ioctl's caller.
+        f = open(m.p("d/small.bin"), "rb")
+        pid = os.fork()
+        if pid == 0:
+            code = 99
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                try:
+                    ioctl_read(f.fileno(), r.id, 0, 0, 100)
+                    code = 0
+                except OSError as e:
+                    code = e.errno
+            finally:
+                os.write(wfd, struct.pack("<i", code))
+                os._exit(0)
+        os.waitpid(pid, 0)
+        got = struct.unpack("<i", os.read(rfd, 4))[0]
+        assert got == errno.EPERM
+        assert ioctl_read(f.fileno(), r.id, 0, 0, 100) == 100      # the owner may
+        f.close()
+        assert bytes(r.view[:100]) == bytes(100)
+    finally:
+        ch.close()
 
 
 # ---- libfeedfs in C -----------------------------------------------------------
