@@ -167,6 +167,7 @@ def test_cuda_runtime_absent(mounter, s3server, dbucket):
 
 # ---- the shared-memory path --------------------------------------------------
 
+@pytest.mark.san
 def test_whole_files_ranges_and_counters(dmount):
     ch = fdev.Channel(dmount.path)
     total = 0
@@ -289,6 +290,7 @@ def test_file_larger_than_max_memory(mount, dbucket):
     assert st["device"]["direct_bytes"] == n
 
 
+@pytest.mark.san
 def test_object_replaced_before_read_is_estale(stub, mount):
     stub.create_bucket("dstale")
     n = 6 * MIB
@@ -349,6 +351,8 @@ def test_replaced_mid_read_never_mixes(stub, mount):
         ch.close()
 
 
+@pytest.mark.san
+@pytest.mark.tsan
 def test_unregistered_while_in_use(mount, dbucket, s3server):
     """A region unregistered while a big read into it runs: the read either
     never found it (ENOENT) or finishes whole and right; after, ENOENT."""
@@ -385,6 +389,7 @@ def test_unregistered_while_in_use(mount, dbucket, s3server):
         proxy.stop()
 
 
+@pytest.mark.san
 def test_client_that_dies_holding_a_region(dmount):
     p = subprocess.Popen([lib_client(), "hold", dmount.path, str(4 * MIB)],
                          stdout=subprocess.PIPE, text=True)
@@ -413,6 +418,7 @@ def batch_buf(region, extents, count=None, version=1):
     return bytearray(head + body + bytes(BATCH_SIZE - len(head) - len(body)))
 
 
+@pytest.mark.san
 def test_batch_ioctl_stops_at_the_first_failure(dmount):
     data = content_for("d/three.bin", SIZES["d/three.bin"])
     ch = fdev.Channel(dmount.path)
@@ -472,9 +478,10 @@ def test_another_uid_cannot_use_my_region(mount, dbucket):
         os.waitpid(pid, 0)
         got = struct.unpack("<i", os.read(rfd, 4))[0]
         assert got == errno.EPERM
+        assert bytes(r.view[:100]) == bytes(100)                # nothing written
         assert ioctl_read(f.fileno(), r.id, 0, 0, 100) == 100      # the owner may
+        assert bytes(r.view[:100]) == content_for("d/small.bin", 100)
         f.close()
-        assert bytes(r.view[:100]) == bytes(100)
     finally:
         ch.close()
 
@@ -486,6 +493,8 @@ def run_client(*args):
     return cp.returncode, cp.stdout, cp.stderr.decode(errors="replace")
 
 
+@pytest.mark.san
+@pytest.mark.tsan
 def test_c_client_read_batch_threads(dmount):
     rc, out, err = run_client("read", dmount.p("d/big.bin"), "0", str(SIZES["d/big.bin"]))
     assert rc == 0, err
