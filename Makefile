@@ -68,7 +68,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \
         python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
-all: $(BUILD)/feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client ## build build/feedfs and libfeedfs (default)
+all: $(BUILD)/feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs and libfeedfs (default)
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -97,6 +97,13 @@ $(BUILD)/tests/lib_client: tests/lib/lib_client.c $(CLIB_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIB_A) -pthread -ldl
+
+# A stand-in CUDA runtime (host memory, deferred copies) that the device
+# tests load into the daemon with FEEDFS_CUDART, on machines without a GPU.
+$(BUILD)/tests/libfake_cudart.so: tests/lib/fake_cudart.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(LDFLAGS) -o $@ $< -pthread
 
 $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")

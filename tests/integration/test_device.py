@@ -165,6 +165,116 @@ def test_cuda_runtime_absent(mounter, s3server, dbucket):
     assert "no CUDA runtime (tried /nonexistent/libcudart.so ($FEEDFS_CUDART))" in log
 
 
+# ---- the device destination, over a stand-in CUDA runtime ---------------------
+
+FAKE_CUDART = os.path.join(ROOT, "build", "tests", "libfake_cudart.so")
+
+
+def fake_device(tmp_path, size):
+    """A "device allocation" of the fake runtime (tests/lib/fake_cudart.c):
+    a shared file, named in the handle. Returns (path, handle)."""
+    p = "/dev/shm/feedfs-fakegpu-%d-%d" % (os.getpid(), size)
+    with open(p, "wb") as f:
+        f.truncate(size)
+    return p, b"FAKE" + p.encode() + b"\0"
+
+
+@pytest.mark.san
+@pytest.mark.tsan
+def test_device_reads_through_a_stand_in_runtime(mounter, s3server, dbucket, tmp_path):
+    """The daemon's CUDA code end to end, without a GPU: the fake runtime
+    queues every cudaMemcpyAsync and moves the bytes only when its event is
+    waited for, so a staging buffer refilled too early would ship wrong
+    bytes. Whole files (24 MiB: six 4 MiB stages, four in flight), ranges at
+    device offsets, a batch, the caps, and the counters, exactly."""
+    if not os.path.exists(FAKE_CUDART):
+        pytest.skip("needs build/tests/libfake_cudart.so (make all)")
+    from mounter import s3rver_args, s3rver_env
+    m = mounter.mount("s3://" + dbucket, s3rver_args(s3server.url),
+                      env=s3rver_env({"FEEDFS_CUDART": FAKE_CUDART}))
+    n = SIZES["d/big.bin"]
+    path, handle = fake_device(tmp_path, n + 4096)
+    try:
+        with open(m.p("d/big.bin"), "rb") as f:
+            fd = f.fileno()
+            b = caps_buf()
+            fcntl.ioctl(fd, ioc(0, CAPS_SIZE), b, True)
+            flags = struct.unpack_from("<I", b, 8)[0]
+            deverr, rt = struct.unpack_from("<ii", b, 24)
+            assert flags & 2 and deverr == 0 and rt == 12040
+            assert ioctl_read(fd, 0, 0, 0, n, kind=2, handle=handle) == n
+            with open(path, "rb") as d:
+                assert sha256(d.read(n)) == SHA["d/big.bin"]
+            # A range at a device offset; past the end of the file: short.
+            data = content_for("d/big.bin", n)
+            assert ioctl_read(fd, 0, 4096, n - 5 * MIB - 3, 6 * MIB, kind=2, handle=handle) == \
+                5 * MIB + 3
+            with open(path, "rb") as d:
+                d.seek(4096)
+                assert d.read(5 * MIB + 3) == data[n - 5 * MIB - 3:]
+            # A handle the runtime cannot open: EINVAL.
+            assert errno_of(lambda: ioctl_read(fd, 0, 0, 0, 10, kind=2,
+                                               handle=b"FAKE/nonexistent\0")) == errno.EINVAL
+        with open(m.p("d/three.bin"), "rb") as f:
+            t = content_for("d/three.bin", SIZES["d/three.bin"])
+            ext = [(0, 1000, 0), (MIB, 2 * MIB, 1000), (7, 5, 2 * MIB + 1000)]
+            dest = struct.pack("<IIQQ", 2, 0, 0, 100) + handle.ljust(64, b"\0")
+            head = struct.pack("<IIII", 1, BATCH_SIZE, 0, len(ext)) + dest + \
+                struct.pack("<qiI", 0, 0, 0) + bytes(16)
+            body = b"".join(struct.pack("<QQQq", o, ln, d, 0) for o, ln, d in ext)
+            b = bytearray(head + body + bytes(BATCH_SIZE - len(head) - len(body)))
+            fcntl.ioctl(f.fileno(), ioc(2, BATCH_SIZE), b, True)
+            total, err, failed = struct.unpack_from("<qiI", b, 104)
+            assert (total, err, failed) == (1000 + 2 * MIB + 5, 0, 3)
+            with open(path, "rb") as d:
+                d.seek(100)
+                assert d.read(1000 + 2 * MIB + 5) == t[:1000] + t[MIB:3 * MIB] + t[7:12]
+    finally:
+        os.unlink(path)
+    st = dev_stats(m)
+    want = n + 5 * MIB + 3 + 1000 + 2 * MIB + 5
+    assert st["device_bytes"] == want and st["direct_bytes"] == want
+    with open(m.log) as lf:
+        assert "CUDA runtime 12040, 1 device(s): device reads on" in lf.read()
+
+
+def test_stand_in_runtime_without_a_device(mounter, s3server, dbucket):
+    if not os.path.exists(FAKE_CUDART):
+        pytest.skip("needs build/tests/libfake_cudart.so (make all)")
+    from mounter import s3rver_args, s3rver_env
+    m = mounter.mount("s3://" + dbucket, s3rver_args(s3server.url),
+                      env=s3rver_env({"FEEDFS_CUDART": FAKE_CUDART, "FAKE_CUDART_DEVICES": "0"}))
+    with open(m.p("d/small.bin"), "rb") as f:
+        b = caps_buf()
+        fcntl.ioctl(f.fileno(), ioc(0, CAPS_SIZE), b, True)
+        assert not struct.unpack_from("<I", b, 8)[0] & 2
+        assert struct.unpack_from("<ii", b, 24) == (errno.ENODEV, 12040)
+        assert errno_of(lambda: ioctl_read(f.fileno(), 0, 0, 0, 10, kind=2,
+                                           handle=b"FAKE/x\0")) == errno.ENODEV
+    with open(m.log) as lf:
+        assert "no CUDA-capable device is detected (fake)" in lf.read()
+
+
+def test_device_read_from_another_pid_namespace_is_exdev(dmount):
+    """Legacy CUDA IPC handles do not open across PID namespaces: the daemon
+    refuses with EXDEV before asking CUDA (and the library falls back)."""
+    if os.geteuid() != 0 or subprocess.run(["unshare", "--pid", "--fork", "true"]).returncode:
+        pytest.skip("needs root and unshare --pid")
+    prog = ("import fcntl,struct,errno,sys\n"
+            "f=open(sys.argv[1],'rb')\n"
+            "b=bytearray(struct.pack('<IIIIQQ',1,152,0,0,0,10)+struct.pack('<IIQQ',2,0,0,0)"
+            "+b'FAKE/x'.ljust(64,b'\\0')+bytes(32))\n"
+            "try:\n fcntl.ioctl(f.fileno(),(3<<30)|(152<<16)|(0xF7<<8)|1,b,True); print(0)\n"
+            "except OSError as e: print(e.errno)\n")
+    cp = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", prog,
+                         dmount.p("d/small.bin")], capture_output=True, text=True, timeout=60)
+    assert cp.stdout.strip() == str(errno.EXDEV), cp.stderr
+    # The same request from our own namespace gets as far as CUDA: ENODEV here.
+    with open(dmount.p("d/small.bin"), "rb") as f:
+        assert errno_of(lambda: ioctl_read(f.fileno(), 0, 0, 0, 10, kind=2,
+                                           handle=b"FAKE/x")) == errno.ENODEV
+
+
 # ---- the shared-memory path --------------------------------------------------
 
 @pytest.mark.san
