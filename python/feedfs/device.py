@@ -435,14 +435,29 @@ def read_to_device(path, dst, offset=0, length=None):
 
 # ---- batches ----------------------------------------------------------------
 
-def load_batch(paths, device=None, pin=False):
+def load_batch(paths, device=None, pin=False, framework="torch"):
     """The bytes of paths, back to back, in one uint8 torch tensor, and their
     sizes. device=None: a CPU tensor over one region (the daemon's copy is
     the only one; pin=True page-locks it for fast .cuda()); device="cuda":
-    one device tensor, filled by read_to_device (or its host fallback)."""
-    import torch
+    one device tensor, filled by read_to_device (or its host fallback).
+    framework="paddle": a paddle tensor of the same bytes (paddle.to_tensor
+    copies them; on device= when given)."""
     sizes = [os.stat(p).st_size for p in paths]
     total = sum(sizes)
+    if framework == "paddle":
+        import numpy as np
+        import paddle
+        view = buffer(total, paths[0]) if paths else memoryview(bytearray(0))
+        at = 0
+        for p, s in zip(paths, sizes):
+            if s:
+                read_into(p, view[at:at + s])
+            at += s
+        arr = np.frombuffer(view, dtype=np.uint8)
+        return paddle.to_tensor(arr, place=device) if device else paddle.to_tensor(arr), sizes
+    if framework != "torch":
+        raise ValueError("framework must be 'torch' or 'paddle'")
+    import torch
     if device is not None and str(device).startswith("cuda"):
         out = torch.empty(total, dtype=torch.uint8, device=device)
         at = 0

@@ -7,9 +7,9 @@
  * number is ENOTTY; ours with an _IOC_SIZE, a size field or a version other
  * than this build's is EINVAL, as is a length or offset that overflows.
  * Then one destination is resolved (a region reference, or the CUDA runtime)
- * and the bytes are copied extent by extent through rd_read, GPU_CHUNK at a
- * time: the read path's own buffers, budget and ETag pin, one copy into the
- * region. A device destination in a daemon without CUDA is ENODEV, one whose
+ * and the bytes are copied extent by extent through rd_read_iov, GPU_CHUNK
+ * at a time: the read path's own buffers, budget and ETag pin, one copy into
+ * the region (outside the file's lock when the bytes are there already). A device destination in a daemon without CUDA is ENODEV, one whose
  * caller lives in another PID namespace is EXDEV (legacy CUDA IPC handles do
  * not open there); the client library falls back to the host path on both.
  */
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "feedfs/log.h"
 #include "feedfs/prefetch.h"
@@ -159,8 +160,25 @@ static ssize_t copy_extent(struct gpu *g, struct rd_file *rd, struct dest *d, ui
 		return -EFAULT;
 	while (done < len) {
 		size_t n = (size_t)(len - done < GPU_CHUNK ? len - done : GPU_CHUNK);
-		ssize_t r = rd_read(rd, off + done, n, d->region->base + at + done);
+		char *to = d->region->base + at + done;
+		struct iovec iov[RD_PIN_MAX];
+		struct rd_pin pin;
+		unsigned niov = 0;
+		ssize_t r = rd_read_iov(rd, off + done, n, to, iov, &niov, &pin);
 
+		/* Bytes already fetched come pinned: copy them here, outside the
+		 * file's lock, as the FUSE reply does (completions and other
+		 * readers of the file go on meanwhile; the region's first-touch
+		 * page faults land here too). Others were copied into `to`. */
+		if (r > 0 && pin.n) {
+			size_t k = 0;
+
+			for (unsigned i = 0; i < niov; i++) {
+				memcpy(to + k, iov[i].iov_base, iov[i].iov_len);
+				k += iov[i].iov_len;
+			}
+		}
+		rd_unpin(rd, &pin);
 		if (r < 0) {
 			if (r == -ESTALE)
 				GPU_STAT_ADD(g, estale, 1);
