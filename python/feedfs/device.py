@@ -205,6 +205,17 @@ def _channel(mp):
         return c or None
 
 
+def _forget(mp):
+    """Drop the cached channel of mp (its daemon went away or was replaced)."""
+    with _chans_lock:
+        c = _chans.pop(mp, None)
+    if c:
+        c.close()
+
+
+_STALE_CHANNEL = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ENOENT)
+
+
 def _staging(chan, mp, size):
     """This thread's staging region on mp, at least size bytes."""
     regs = getattr(_tls, "regs", None)
@@ -294,8 +305,21 @@ def _host_read(path, view, offset, length):
     try:
         if reg is not None:
             return _check(chan.lib.feedfs_read_host(fd, reg.id, roff, offset, length), path)
-        st = _staging(chan, mp, length)
-        n = _check(chan.lib.feedfs_read_host(fd, st.id, 0, offset, length), path)
+        for attempt in (0, 1):
+            try:
+                st = _staging(chan, mp, length)
+                n = chan.lib.feedfs_read_host(fd, st.id, 0, offset, length)
+            except OSError as e:
+                n = -e.errno
+            # A remounted daemon knows neither our channel nor its regions:
+            # open a new channel once, then give up on the region path.
+            if n >= 0 or attempt or -n not in _STALE_CHANNEL:
+                break
+            _forget(mp)
+            chan = _channel(mp)
+            if chan is None:
+                return _plain_read(path, view, offset, length)
+        n = _check(n, path)
         view[:n] = st.view[:n]
         return n
     finally:

@@ -180,9 +180,12 @@ static ssize_t copy_extent(struct gpu *g, struct rd_file *rd, struct dest *d, ui
 		}
 		rd_unpin(rd, &pin);
 		if (r < 0) {
+			/* The error, not the bytes so far: a short count means end of
+			 * file in this ABI, and after ESTALE the region holds bytes of
+			 * a version the caller must not use. */
 			if (r == -ESTALE)
 				GPU_STAT_ADD(g, estale, 1);
-			return done ? (ssize_t)done : r;
+			return r;
 		}
 		done += (uint64_t)r;
 		GPU_STAT_ADD(g, direct_bytes, (uint64_t)r);

@@ -692,3 +692,20 @@ def test_python_batch_and_no_device(dmount):
             feedfs.read_to_device(dmount.p("d/small.bin"), torch.zeros(10))
         assert "CUDA" in str(ei.value) or "cuda" in str(ei.value)
         assert isinstance(ei.value, RuntimeError)
+
+
+def test_python_read_into_across_a_remount(mount, mounter, dbucket):
+    """The process keeps a channel and a staging region per mount: after the
+    daemon is replaced (unmount, mount again on the same path) both are
+    stale, and read_into opens a new channel instead of failing."""
+    k, n = "d/three.bin", SIZES["d/three.bin"]
+    m = mount(dbucket)
+    b = bytearray(n)
+    assert feedfs.read_into(m.p(k), b) == n and sha256(bytes(b)) == SHA[k]
+    path = m.path
+    assert mounter.unmount(m) == []
+    m2 = mount(dbucket, mnt=path)
+    b = bytearray(n)
+    assert feedfs.read_into(m2.p(k), b) == n and sha256(bytes(b)) == SHA[k]
+    st = dev_stats(m2)
+    assert st["direct_bytes"] == n and st["channels"] == 1
