@@ -41,6 +41,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from device_common import MIB, Dataset, median  # noqa: E402
 
 
+def find_cudart(torch):
+    """A libcudart for the daemon: on GPU machines the runtime often lives only
+    in the torch wheel's nvidia packages, outside the loader's path."""
+    import glob
+    cands = []
+    for base in [os.path.dirname(torch.__file__)] + sys.path:
+        cands += glob.glob(os.path.join(base, "lib", "libcudart.so*"))
+        cands += glob.glob(os.path.join(base, "nvidia", "cuda_runtime", "lib", "libcudart.so*"))
+    cands += glob.glob("/usr/local/cuda/lib64/libcudart.so*")
+    return next((c for c in sorted(cands, reverse=True) if os.path.isfile(c)), None)
+
+
 def skip(why):
     print("gpu_feed: SKIP: %s" % why)
     sys.exit(0)
@@ -55,6 +67,7 @@ def main():
     ap.add_argument("--block-mib", type=int, default=4)
     ap.add_argument("--drop", choices=("fuse", "all"), default="fuse")
     ap.add_argument("--json")
+    ap.add_argument("--cudart", help="the libcudart the daemon loads (default: searched)")
     a = ap.parse_args()
 
     try:
@@ -69,8 +82,13 @@ def main():
 
     block = a.block_mib * MIB
     dev = torch.device("cuda:0")
-    ds = Dataset(os.path.abspath(a.binary), a.files, a.file_mib)
+    cudart_path = a.cudart or find_cudart(torch)
+    env = dict(os.environ)
+    if cudart_path:
+        env["FEEDFS_CUDART"] = cudart_path
+    ds = Dataset(os.path.abspath(a.binary), a.files, a.file_mib, env=env)
     out = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+           "cudart": cudart_path,
            "files": a.files, "file_mib": a.file_mib, "block_mib": a.block_mib,
            "reps": a.reps, "drop": a.drop, "gbps": {}, "runs": []}
     try:
