@@ -301,7 +301,10 @@ API int feedfs_region_new(struct feedfs_channel *ch, size_t size, struct feedfs_
 		close(fd);
 		return e;
 	}
-	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* Populated here: the pages are then this process's (its memory cgroup
+	 * pays for them, not the daemon's, which would otherwise fault them in
+	 * at its first copy), and no copy of the daemon waits on page faults. */
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED) {
 		e = -errno;
 		close(fd);
