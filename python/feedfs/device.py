@@ -38,7 +38,9 @@ import os
 import threading
 import weakref
 
-from . import mount_point
+import time
+
+from . import _feedfs_mounts, _longest_mount, mount_point
 
 __all__ = ["NoDeviceError", "read_into", "read_to_device", "gpu_available", "buffer",
            "load_batch", "collate", "FileDataset", "library"]
@@ -288,15 +290,33 @@ def _plain_read(path, view, offset, length):
         return done
 
 
+_MOUNTS_TTL_S = 1.0
+_mounts = (0.0, [])
+
+
+def _mount_of(path):
+    """The feedfs mount point (str) holding path, or None. A path found on a
+    mount is answered from a list at most a second old: a batch of many small
+    files would otherwise parse /proc/self/mountinfo once per file. (A file
+    that is no longer on a feedfs mount answers the ioctl ENOTTY, and the read
+    takes the plain path.)"""
+    global _mounts
+    real = os.fsencode(os.path.realpath(path))
+    now = time.monotonic()
+    when, mounts = _mounts
+    mp = _longest_mount(real, mounts) if now - when <= _MOUNTS_TTL_S else None
+    if mp is None:                  # not known yet: a mount made since is found at once
+        mounts = _feedfs_mounts()
+        _mounts = (now, mounts)
+        mp = _longest_mount(real, mounts)
+    return os.fsdecode(mp) if mp is not None else None
+
+
 def _host_read(path, view, offset, length):
     """Fill view[:length] from path at offset through the region path."""
     if length == 0:
         return 0
-    mp = None
-    try:
-        mp = mount_point(path)
-    except OSError:
-        pass
+    mp = _mount_of(path)
     chan = _channel(mp) if mp else None
     if chan is None:
         return _plain_read(path, view, offset, length)
@@ -304,7 +324,10 @@ def _host_read(path, view, offset, length):
     fd = os.open(path, os.O_RDONLY)
     try:
         if reg is not None:
-            return _check(chan.lib.feedfs_read_host(fd, reg.id, roff, offset, length), path)
+            n = chan.lib.feedfs_read_host(fd, reg.id, roff, offset, length)
+            if n == -errno.ENOTTY:      # not (or no longer) a feedfs file
+                return _plain_read(path, view, offset, length)
+            return _check(n, path)
         for attempt in (0, 1):
             try:
                 st = _staging(chan, mp, length)
@@ -313,6 +336,8 @@ def _host_read(path, view, offset, length):
                 n = -e.errno
             # A remounted daemon knows neither our channel nor its regions:
             # open a new channel once, then give up on the region path.
+            if n == -errno.ENOTTY:
+                return _plain_read(path, view, offset, length)
             if n >= 0 or attempt or -n not in _STALE_CHANNEL:
                 break
             _forget(mp)
@@ -426,11 +451,7 @@ def read_to_device(path, dst, offset=0, length=None):
         length = nbytes
     if length < 0 or length > nbytes:
         raise ValueError("length %d is larger than the tensor (%d bytes)" % (length, nbytes))
-    mp = None
-    try:
-        mp = mount_point(path)
-    except OSError:
-        pass
+    mp = _mount_of(path)
     chan = _channel(mp) if mp else None
     if chan is not None and type(dst).__module__.startswith("torch") and dst.is_contiguous():
         h = _ipc_handle(dst)
