@@ -27,7 +27,7 @@ BUCKET = "devbench"
 
 
 class Dataset:
-    def __init__(self, binary, nfiles, file_mib, extra_args=(), env=None):
+    def __init__(self, binary, nfiles, file_mib, extra_args=(), env=None, file_bytes=None):
         self.work = tempfile.mkdtemp(prefix="feedfs-devbench-")
         self.mnt = os.path.join(self.work, "mnt")
         self.cache = os.path.join(self.work, "cache")
@@ -37,16 +37,16 @@ class Dataset:
         self.stub.create_bucket(BUCKET)
         rnd = random.Random(17)
         self.files, self.sha = [], {}
+        self.size = file_bytes or file_mib * MIB
         for i in range(nfiles):
-            k = "f%03d.bin" % i
-            data = rnd.randbytes(file_mib * MIB)
+            k = "f%05d.bin" % i
+            data = rnd.randbytes(self.size)
             self.stub.put(BUCKET, k, data)
             self.files.append(k)
             self.sha[k] = hashlib.sha256(data).hexdigest()
-        self.size = file_mib * MIB
         e = dict(os.environ if env is None else env)
         e.update({"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
-        cache_size = "%dM" % (nfiles * file_mib * 2 + 256)
+        cache_size = "%dM" % (nfiles * self.size * 2 // MIB + 256)
         argv = [binary, "s3://" + BUCKET, self.mnt, "--endpoint-url", self.stub.url,
                 "--force-path-style", "--region", "us-east-1", "--cache-dir", self.cache,
                 "--cache-size", cache_size, "--log-file", os.path.join(self.work, "feedfs.log")]

@@ -245,6 +245,49 @@ def buffer(nbytes, path):
     return r.view
 
 
+# Batches reuse regions: registering one costs a control-socket round trip,
+# and a fresh mapping costs the daemon a page fault per 4 KiB at its first
+# copy. A batch's region goes back to the pool when the last view of it does.
+_POOL_MAX = 8
+_pool = []
+_pool_lock = threading.RLock()      # RLock: a lease may be collected while held
+
+
+class _Lease:
+    """Keeps a pooled region out of the pool while a view of it lives."""
+    __slots__ = ("region",)
+
+    def __init__(self, region):
+        self.region = region
+
+    def __del__(self):
+        r = self.region
+        try:
+            with _pool_lock:
+                if r._chan.ptr and r._chan.pid == os.getpid() and len(_pool) < _POOL_MAX:
+                    _pool.append(r)
+        except Exception:   # noqa: BLE001 -- interpreter shutdown
+            pass
+
+
+def _pooled(nbytes, chan):
+    """(memoryview of nbytes, Region) from the pool or a new region."""
+    best = None
+    with _pool_lock:
+        for r in _pool:
+            if r._chan is chan and nbytes <= r.size <= 2 * nbytes + (1 << 20) and (
+                    best is None or r.size < best.size):
+                best = r
+        if best is not None:
+            _pool.remove(best)
+    if best is None:
+        best = chan.region(max(nbytes, 1))
+        _buffers[best.address] = best
+    arr = (ctypes.c_char * nbytes).from_address(best.address)
+    arr._owner = _Lease(best)
+    return memoryview(arr).cast("B"), best
+
+
 def _in_region(addr, n):
     for a, r in list(_buffers.items()):
         if r._chan.pid == os.getpid() and a <= addr and addr + n <= a + r.size:
@@ -301,9 +344,15 @@ def _mount_of(path):
     that is no longer on a feedfs mount answers the ioctl ENOTTY, and the read
     takes the plain path.)"""
     global _mounts
-    real = os.fsencode(os.path.realpath(path))
     now = time.monotonic()
     when, mounts = _mounts
+    if now - when <= _MOUNTS_TTL_S:
+        # A path spelled under a mount point is on it (a feedfs tree holds no
+        # symlinks), which saves the realpath's lstat per component.
+        mp = _longest_mount(os.fsencode(os.path.abspath(path)), mounts)
+        if mp is not None:
+            return os.fsdecode(mp)
+    real = os.fsencode(os.path.realpath(path))
     mp = _longest_mount(real, mounts) if now - when <= _MOUNTS_TTL_S else None
     if mp is None:                  # not known yet: a mount made since is found at once
         mounts = _feedfs_mounts()
@@ -480,46 +529,75 @@ def read_to_device(path, dst, offset=0, length=None):
 
 # ---- batches ----------------------------------------------------------------
 
+def _fill_batch(paths):
+    """(view of all bytes of paths back to back, sizes), one READ ioctl per
+    file into one pooled region when they are on a feedfs mount, else (or
+    for a file on another mount) plain reads into memory of our own."""
+    fds = []
+    try:
+        for p in paths:
+            fds.append(os.open(p, os.O_RDONLY))
+        sizes = [os.fstat(fd).st_size for fd in fds]
+        total = sum(sizes)
+        mp = _mount_of(paths[0]) if paths else None
+        chan = _channel(mp) if mp else None
+        if chan is None:
+            view, reg = memoryview(bytearray(total)), None
+        else:
+            view, reg = _pooled(total, chan)
+        at = 0
+        for i, (p, fd, n) in enumerate(zip(paths, fds, sizes)):
+            got = chan.lib.feedfs_read_host(fd, reg.id, at, 0, n) if reg is not None and n else -1
+            if got < 0:
+                if reg is not None and n and -got not in (errno.ENOTTY, errno.ENOENT):
+                    _check(got, p)
+                if reg is not None and got == -errno.ENOENT and mp == _mount_of(p):
+                    _forget(mp)         # a remounted daemon: a new channel next batch
+                got = _plain_read(p, view[at:at + n], 0, n) if n else 0
+            sizes[i] = got              # short only if the file shrank since fstat
+            at += n
+        return view, sizes
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def load_batch(paths, device=None, pin=False, framework="torch"):
     """The bytes of paths, back to back, in one uint8 torch tensor, and their
     sizes. device=None: a CPU tensor over one region (the daemon's copy is
-    the only one; pin=True page-locks it for fast .cuda()); device="cuda":
-    one device tensor, filled by read_to_device (or its host fallback).
-    framework="paddle": a paddle tensor of the same bytes (paddle.to_tensor
-    copies them; on device= when given)."""
-    sizes = [os.stat(p).st_size for p in paths]
-    total = sum(sizes)
-    if framework == "paddle":
-        import numpy as np
-        import paddle
-        view = buffer(total, paths[0]) if paths else memoryview(bytearray(0))
-        at = 0
-        for p, s in zip(paths, sizes):
-            if s:
-                read_into(p, view[at:at + s])
-            at += s
-        arr = np.frombuffer(view, dtype=np.uint8)
-        return paddle.to_tensor(arr, place=device) if device else paddle.to_tensor(arr), sizes
-    if framework != "torch":
+    the only one; regions are pooled and reused once a batch's tensor is
+    gone; pin=True page-locks the region, once, for fast .cuda());
+    device="cuda": one device tensor, filled by read_to_device (or its host
+    fallback). framework="paddle": a paddle tensor of the same bytes
+    (paddle.to_tensor copies them; on device= when given)."""
+    paths = list(paths)
+    if framework not in ("torch", "paddle"):
         raise ValueError("framework must be 'torch' or 'paddle'")
-    import torch
-    if device is not None and str(device).startswith("cuda"):
-        out = torch.empty(total, dtype=torch.uint8, device=device)
+    if framework == "torch" and device is not None and str(device).startswith("cuda"):
+        import torch
+        sizes = [os.stat(p).st_size for p in paths]
+        out = torch.empty(sum(sizes), dtype=torch.uint8, device=device)
         at = 0
         for p, s in zip(paths, sizes):
             if s:
                 read_to_device(p, out[at:at + s])
             at += s
         return out, sizes
-    view = buffer(total, paths[0]) if paths else memoryview(bytearray(0))
-    at = 0
-    for p, s in zip(paths, sizes):
-        if s:
-            read_into(p, view[at:at + s])
-        at += s
-    t = torch.frombuffer(view, dtype=torch.uint8) if total else torch.empty(0, dtype=torch.uint8)
-    if pin and total and torch.cuda.is_available():
-        torch.cuda.cudart().cudaHostRegister(t.data_ptr(), total, 0)
+    view, sizes = _fill_batch(paths)
+    if framework == "paddle":
+        import numpy as np
+        import paddle
+        arr = np.frombuffer(view, dtype=np.uint8)
+        return paddle.to_tensor(arr, place=device) if device else paddle.to_tensor(arr), sizes
+    import torch
+    if not len(view):
+        return torch.empty(0, dtype=torch.uint8), sizes
+    t = torch.frombuffer(view, dtype=torch.uint8)
+    if pin and torch.cuda.is_available():
+        reg, _ = _in_region(t.data_ptr(), len(view))
+        if reg is not None and not getattr(reg, "pinned", False):
+            torch.cuda.cudart().cudaHostRegister(reg.address, reg.size, 0)
+            reg.pinned = True
     return t, sizes
 
 

@@ -683,6 +683,15 @@ def test_python_batch_and_no_device(dmount):
     assert sizes == [SIZES[k] for k in keys]
     assert t.dtype == torch.uint8 and t.numel() == sum(sizes)
     assert bytes(t.numpy()) == b"".join(content_for(k, SIZES[k]) for k in keys)
+    # Batches reuse regions: after the first batch's tensor is gone, the
+    # next batch of the same size takes its region (one registration).
+    reg0 = dev_stats(dmount)["registered"]
+    del t
+    for _ in range(3):
+        t, _ = feedfs.collate([dmount.p(k) for k in keys])
+        assert bytes(t.numpy()) == b"".join(content_for(k, SIZES[k]) for k in keys)
+        del t
+    assert dev_stats(dmount)["registered"] == reg0
     ds = feedfs.FileDataset([dmount.p(k) for k in keys])
     dl = torch.utils.data.DataLoader(ds, batch_size=2, collate_fn=feedfs.collate)
     got = [bytes(b.numpy()) for b, _ in dl]
