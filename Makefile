@@ -39,11 +39,27 @@ CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow \
 LDLIBS   += $(PKG_LIBS) -pthread -ldl -lm
 LDFLAGS  += $(SANFLAGS)
 
-# Every module's sources, except the program entry point, go into one archive so
-# that each unit test binary links only what it uses.
-LIB_SRCS  := $(filter-out src/main.c src/mount_helper.c,$(wildcard src/*.c src/*/*.c))
+# Every module's sources, except the program entry point, the mount helper
+# and the client library (src/lib/), go into one archive so that each unit
+# test binary links only what it uses. build/libfeedfs.{a,so} is the client library.
+LIB_SRCS  := $(filter-out src/main.c src/mount_helper.c src/lib/%,$(wildcard src/*.c src/*/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
-LIB       := $(BUILD)/libfeedfs.a
+LIB       := $(BUILD)/libfeedfsd.a
+
+# The device path's CUDA code (src/gpu/cuda.c) is checked against the
+# toolkit's headers when they are there; it never links CUDA (dlopen).
+# `make CUDA_HOME=/nonexistent` builds it against its own declarations.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),)
+$(BUILD)/obj/src/gpu/cuda.o: CFLAGS += -DFEEDFS_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+endif
+
+# libfeedfs: the client library of the device-feed path (include/feedfs/libfeedfs.h).
+CLIB_SRCS := $(wildcard src/lib/*.c)
+CLIB_OBJS := $(CLIB_SRCS:%.c=$(BUILD)/obj/pic/%.o)
+CLIB_A    := $(BUILD)/libfeedfs.a
+CLIB_SO   := $(BUILD)/libfeedfs.so
+CLIB_SONAME := libfeedfs.so.1
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetch.o
@@ -52,7 +68,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \
         python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
-all: $(BUILD)/feedfs $(BUILD)/mount.feedfs ## build build/feedfs and build/mount.feedfs (default)
+all: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs, build/mount.feedfs and libfeedfs (default)
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -61,6 +77,33 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (pic)")
+	$(Q)$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
+
+$(CLIB_A): $(CLIB_OBJS)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(CLIB_SO): $(CLIB_OBJS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,$(CLIB_SONAME) -o $@ $^ -pthread -ldl
+
+# The C test program of the library, run against a real mount by
+# tests/integration/test_device.py.
+$(BUILD)/tests/lib_client: tests/lib/lib_client.c $(CLIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CLIB_A) -pthread -ldl
+
+# A stand-in CUDA runtime (host memory, deferred copies) that the device
+# tests load into the daemon with FEEDFS_CUDART, on machines without a GPU.
+$(BUILD)/tests/libfake_cudart.so: tests/lib/fake_cudart.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(CFLAGS) -fPIC -shared -fvisibility=hidden $(LDFLAGS) -o $@ $< -pthread
 
 $(LIB): $(LIB_OBJS)
 	@$(if $(Q),echo "  AR      $@")
@@ -90,7 +133,7 @@ DOCDIR    ?= $(PREFIX)/share/doc/feedfs
 PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
 PY_SRCS   := $(wildcard python/feedfs/*.py)
 
-install: $(BUILD)/feedfs $(BUILD)/mount.feedfs ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, units, man pages, python package
+install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, units, man pages, libfeedfs, python package
 	install -D -m 0755 $(BUILD)/feedfs $(DESTDIR)$(BINDIR)/feedfs
 	install -D -m 0755 $(BUILD)/mount.feedfs $(DESTDIR)$(SBINDIR)/mount.feedfs
 	install -D -m 0644 docs/feedfs.1 $(DESTDIR)$(MANDIR)/man1/feedfs.1
@@ -103,13 +146,21 @@ install: $(BUILD)/feedfs $(BUILD)/mount.feedfs ## install under DESTDIR/PREFIX (
 	install -D -m 0644 docs/DEPLOY.md $(DESTDIR)$(DOCDIR)/DEPLOY.md
 	install -d $(DESTDIR)$(PYTHONDIR)/feedfs
 	install -m 0644 $(PY_SRCS) $(DESTDIR)$(PYTHONDIR)/feedfs/
-# libfeedfs (library and headers, branch device) installs below this line.
+	install -D -m 0644 include/feedfs/libfeedfs.h $(DESTDIR)$(PREFIX)/include/feedfs/libfeedfs.h
+	install -D -m 0644 include/feedfs/feedfs_ioctl.h $(DESTDIR)$(PREFIX)/include/feedfs/feedfs_ioctl.h
+	install -D -m 0644 $(CLIB_A) $(DESTDIR)$(PREFIX)/lib/libfeedfs.a
+	install -D -m 0755 $(CLIB_SO) $(DESTDIR)$(PREFIX)/lib/$(CLIB_SONAME)
+	ln -sf $(CLIB_SONAME) $(DESTDIR)$(PREFIX)/lib/libfeedfs.so
 
 uninstall: ## remove what install put in place
 	rm -f $(DESTDIR)$(BINDIR)/feedfs $(DESTDIR)$(SBINDIR)/mount.feedfs \
 	      $(DESTDIR)$(MANDIR)/man1/feedfs.1 $(DESTDIR)$(MANDIR)/man8/mount.feedfs.8 \
 	      $(DESTDIR)$(UNITDIR)/feedfs@.service $(DESTDIR)$(DOCDIR)/feedfs.env.example \
 	      $(DESTDIR)$(DOCDIR)/DEPLOY.md
+	rm -f $(DESTDIR)$(PREFIX)/include/feedfs/libfeedfs.h $(DESTDIR)$(PREFIX)/include/feedfs/feedfs_ioctl.h
+	rm -f $(DESTDIR)$(PREFIX)/lib/libfeedfs.a $(DESTDIR)$(PREFIX)/lib/libfeedfs.so \
+	      $(DESTDIR)$(PREFIX)/lib/$(CLIB_SONAME)
+	-rmdir $(DESTDIR)$(PREFIX)/include/feedfs
 	rm -rf $(DESTDIR)$(PYTHONDIR)/feedfs
 	-rmdir $(DESTDIR)$(DOCDIR)
 

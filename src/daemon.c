@@ -44,6 +44,7 @@
 #include "feedfs/ctl.h"
 #include "feedfs/daemon.h"
 #include "feedfs/fs.h"
+#include "feedfs/gpu.h"
 #include "feedfs/hint.h"
 #include "feedfs/keep.h"
 #include "feedfs/log.h"
@@ -151,6 +152,7 @@ struct running {
 	struct hint *hint;              /* loader-order prefetch (the O verb) */
 	const struct keep_env *ke;      /* under a keeper: what it handed over; else NULL */
 	struct keep *keep;              /* the region the keeper's servers share */
+	struct gpu *gpu;                /* the device-feed path (ioctls, the D verb) */
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
 	struct stats_reg reg;           /* what ctl and the unmount log read */
@@ -197,6 +199,8 @@ static void teardown(struct running *r)
 	if (r->fs)
 		fs_close_open_files(r->fs);
 	stats_log(&r->reg);
+	/* No ioctl (the session is gone) nor channel (ctl is) can reach it. */
+	gpu_destroy(r->gpu);
 	/* No open or O request is left to tell it anything; it resolves through
 	 * the fs and fetches through ahead (in the stack): before both. */
 	hint_destroy(r->hint);
@@ -472,7 +476,7 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
 	fopts.ahead = r->stack.ahead;
 	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
-	if (mopts && r->keep && fs_set_keep(r->fs, r->keep) < 0) {
+	if (mopts && ((r->keep && fs_set_keep(r->fs, r->keep) < 0) || gpu_new(&r->gpu) < 0)) {
 		free(mopts);
 		mopts = NULL;
 	}
@@ -480,6 +484,7 @@ static int start_session(const struct options *o, struct running *r,
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
 	}
+	fs_set_gpu(r->fs, r->gpu);
 	if (r->stack.ahead) {
 		int e = start_order(r, rcfg, msg, msg_len);
 
@@ -532,6 +537,7 @@ static void register_stats(const struct options *o, struct running *r)
 	stats_reg_group(&r->reg, &ahead_stats_group, r->stack.ahead);
 	stats_reg_group(&r->reg, &budget_stats_group, r->budget);
 	stats_reg_group(&r->reg, &hint_stats_group, r->hint);
+	stats_reg_group(&r->reg, &gpu_stats_group, r->gpu);
 	d = fs_hists(r->fs, &n);
 	stats_reg_hists(&r->reg, d, n);
 	d = s3_client_hists(r->s3, &n);
@@ -575,6 +581,7 @@ static int start_ctl(const struct options *o, struct running *r, struct warm_vie
 	ctl_warm_register(r->warm, &cc);
 	if (r->hint)
 		ctl_order_register(r->hint, &cc);
+	gpu_ctl_register(r->gpu, &cc);
 	return ctl_start(&cc, &r->ctl, msg, msg_len);
 }
 

@@ -86,6 +86,11 @@ int fs_resolve(struct fs *fs, const char *path, size_t len, char **key, size_t *
 typedef void (*fs_opened_fn)(void *arg, const char *key, size_t key_len);
 void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg);
 
+/* Where ioctls on open files go (the device-feed path, gpu.h). Set once,
+ * before the loop; NULL (the default): every ioctl answers ENOTTY. */
+struct gpu;
+void fs_set_gpu(struct fs *fs, struct gpu *g);
+
 /* Close the handles the kernel never released (unmount with files open). */
 void fs_close_open_files(struct fs *fs);
 

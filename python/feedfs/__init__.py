@@ -23,7 +23,9 @@ to call from any thread or process. Paths are checked here with the daemon's
 own rules before anything is sent, so a bad path is a ValueError naming it,
 not a bare "ERR 22" from the daemon. feedfs.torch holds the sampler wrappers;
 it is imported on first use (`feedfs.torch`), so `import feedfs` never
-imports torch.
+imports torch. feedfs.device (read_into, read_to_device, ...: the
+device-feed path over libfeedfs, docs/DEVICE.md) is re-exported here; it
+imports only ctypes until a tensor is seen.
 """
 import errno
 import json
@@ -31,7 +33,10 @@ import os
 import socket
 
 __all__ = ["control_socket", "mount_point", "send_order", "clear_order", "stats",
-           "ORDER_MAX_PATHS", "ORDER_MAX_BYTES", "STREAM_MAX"]
+           "ORDER_MAX_PATHS", "ORDER_MAX_BYTES", "STREAM_MAX",
+           # the device-feed path (feedfs.device, docs/DEVICE.md)
+           "NoDeviceError", "read_into", "read_to_device", "gpu_available", "buffer",
+           "load_batch", "collate", "FileDataset"]
 
 # The daemon's bounds on one order (the O verb): over either it answers
 # "ERR 7" (E2BIG) and closes the connection.
@@ -349,3 +354,7 @@ def __getattr__(name):
         import importlib
         return importlib.import_module(__name__ + ".torch")
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
+
+from .device import (NoDeviceError, read_into, read_to_device, gpu_available,  # noqa: E402
+                     buffer, load_batch, collate, FileDataset)

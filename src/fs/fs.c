@@ -44,6 +44,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "feedfs/gpu.h"
 #include "feedfs/log.h"
 #include "feedfs/s3.h"
 #include "feedfs/util.h"
@@ -51,6 +52,7 @@
 #define TAG "fs"
 #define NEG_BUCKETS 4096
 #define NEG_MAX 65536
+#define FS_IOCTL_MAX (16u << 10)        /* _IOC_SIZE is 14 bits: no reply is larger */
 
 /* ---------- negative cache: full child path -> expiry (fs->lock held) ---------- */
 
@@ -670,6 +672,11 @@ void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg)
 	fs->opened_arg = arg;
 }
 
+void fs_set_gpu(struct fs *fs, struct gpu *g)
+{
+	fs->gpu = g;
+}
+
 static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	char etag[FS_ETAG_MAX];
@@ -839,6 +846,48 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * The device-feed ioctls (feedfs_ioctl.h) on an open file: the kernel passes
+ * restricted ioctls only, their in and out sizes taken from cmd, so in_buf
+ * already holds the whole request. The bytes go through this handle's read
+ * path (its ETag pin included) into the named destination, not through FUSE.
+ * Directories and 32-bit callers get ENOTTY: the ABI is for 64-bit callers
+ * on files.
+ */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	struct fs *fs = req_fs(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	char out[FS_IOCTL_MAX];
+	struct fs_file *f = NULL;
+	ssize_t r;
+
+	if (fs->gpu && !(flags & (FUSE_IOCTL_DIR | FUSE_IOCTL_COMPAT)))
+		f = file_of(fs, fi->fh, ino);
+	if (!f) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	r = gpu_ioctl(fs->gpu, f->rd, ctx->uid, ctx->pid, cmd, in_buf, in_bufsz, out,
+		      out_bufsz < sizeof(out) ? out_bufsz : sizeof(out));
+	if (r == -ESTALE) {
+		struct fs_node *n;
+
+		FS_STAT_INC(fs, estale);
+		pthread_mutex_lock(&fs->lock);
+		n = fs_inodes_get(&fs->inodes, ino);
+		if (n)
+			n->attr_ms = 0;         /* the next open looks again */
+		pthread_mutex_unlock(&fs->lock);
+	}
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_ioctl(req, 0, r ? out : NULL, (size_t)r);
+}
+
 /* Not sent for our files (noflush at open); counted, so tests can tell. */
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -989,6 +1038,7 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.read = op_read,
 	.flush = op_flush,
 	.release = op_release,
+	.ioctl = op_ioctl,
 	.opendir = fs_op_opendir,
 	.readdir = fs_op_readdir,
 	.readdirplus = fs_op_readdirplus,

@@ -70,6 +70,7 @@ struct fs {
 	struct fuse_session *se;        /* for attribute invalidations; set once at start */
 	fs_opened_fn opened;            /* set once at start (fs_set_opened) */
 	void *opened_arg;
+	struct gpu *gpu;                /* set once at start (fs_set_gpu); may be NULL */
 	char *prefix;                   /* owned copy of opts.prefix */
 	size_t prefix_len;
 	struct s3_client *s3;

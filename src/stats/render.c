@@ -376,6 +376,16 @@ int stats_render_text(const struct stats_reg *r, const struct stats_mount *m,
 			human_bytes((double)val(r, "budget", "max_bytes"), b2, sizeof(b2)),
 			human_bytes((double)val(r, "budget", "peak_bytes"), b3, sizeof(b3)));
 
+	if (stats_reg_has(r, "device") && (val(r, "device", "direct_bytes") ||
+					   val(r, "device", "channels")))
+		fprintf(o, "direct (device feed) %s in %llu reads, %llu batches (to a GPU %s); "
+			"errors %llu; regions now %llu\n\n",
+			human_bytes((double)val(r, "device", "direct_bytes"), b1, sizeof(b1)),
+			(unsigned long long)val(r, "device", "reads"),
+			(unsigned long long)val(r, "device", "batches"),
+			human_bytes((double)val(r, "device", "device_bytes"), b2, sizeof(b2)),
+			(unsigned long long)val(r, "device", "errors"),
+			(unsigned long long)val(r, "device", "regions"));
 	fprintf(o, "latency                     count\n");
 	text_latency(o, r, "read wait (FUSE)", "read_wait");
 	text_latency(o, r, "FUSE read", "fuse_read");

@@ -158,3 +158,24 @@ put("fuzz_order", "count_off", b"\x01a\nb\n")
 put("fuzz_order", "no_newline", b"\x00a\nb")
 put("fuzz_order", "nul", b"\x00a\x00b\n")
 put("fuzz_order", "long_seg", b"\x00" + b"d/" + b"x" * 300 + b"\n")
+
+# fuzz_gpu_ioctl: 4 bytes of ioctl command, then the request (feedfs_ioctl.h).
+import struct  # noqa: E402
+
+
+def ioc(nr, size):
+    return struct.pack("<I", (3 << 30) | (size << 16) | (0xF7 << 8) | nr)
+
+
+_caps = struct.pack("<II", 1, 64) + bytes(56)
+_dest_region = struct.pack("<IIQQ", 1, 0, 7, 0) + bytes(64)
+_dest_device = struct.pack("<IIQQ", 2, 0, 0, 0) + bytes(64)
+_read = struct.pack("<IIIIQQ", 1, 152, 0, 0, 0, 10)
+_batch = struct.pack("<IIII", 1, 8328, 0, 2) + _dest_region + bytes(32) + \
+    struct.pack("<QQQq", 0, 10, 0, 0) * 2
+put("fuzz_gpu_ioctl", "caps", ioc(0, 64) + _caps)
+put("fuzz_gpu_ioctl", "read_region", ioc(1, 152) + _read + _dest_region + bytes(32))
+put("fuzz_gpu_ioctl", "read_device", ioc(1, 152) + _read + _dest_device + bytes(32))
+put("fuzz_gpu_ioctl", "batch", ioc(2, 8328) + _batch + bytes(8328 - len(_batch)))
+put("fuzz_gpu_ioctl", "bad_size", ioc(1, 144) + (_read + _dest_region + bytes(32))[:144])
+put("fuzz_gpu_ioctl", "unknown", ioc(9, 64) + _caps)

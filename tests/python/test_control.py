@@ -92,11 +92,11 @@ NOBODY = 65534
 
 @pytest.fixture(scope="module")
 def c_probe(tmp_path_factory):
-    """ctl_socket_path itself, in a small program linked with build/libfeedfs.a,
+    """ctl_socket_path itself, in a small program linked with build/libfeedfsd.a,
     in a directory every uid may enter (for the runs as another uid)."""
-    lib = os.path.join(ROOT, "build", "libfeedfs.a")
+    lib = os.path.join(ROOT, "build", "libfeedfsd.a")
     if not os.path.exists(lib) or not shutil.which("cc") or not shutil.which("pkg-config"):
-        pytest.skip("needs build/libfeedfs.a (make all), cc and pkg-config")
+        pytest.skip("needs build/libfeedfsd.a (make all), cc and pkg-config")
     d = tempfile.mkdtemp(prefix="feedfs-probe-")
     os.chmod(d, 0o755)
     src = os.path.join(d, "probe.c")

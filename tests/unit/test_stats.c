@@ -6,6 +6,7 @@
 #include "feedfs/attach.h"
 #include "feedfs/cache.h"
 #include "feedfs/fs.h"
+#include "feedfs/gpu.h"
 #include "feedfs/hint.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/s3.h"
@@ -150,7 +151,7 @@ static void t_every_metric_documented(void)
 {
 	static const struct stats_group *groups[] = {
 		&s3_stats_group, &fs_stats_group, &cache_stats_group, &attach_stats_group,
-		&ahead_stats_group, &budget_stats_group, &hint_stats_group,
+		&ahead_stats_group, &budget_stats_group, &hint_stats_group, &gpu_stats_group,
 	};
 	static const char *hist_metrics[] = {
 		"feedfs_s3_request_duration_seconds", "feedfs_fuse_read_duration_seconds",
