@@ -204,7 +204,7 @@ bench: ## side-by-side benchmarks (not part of test)
 	QUICK='$(QUICK)' SIZE_SCALE='$(SIZE_SCALE)' REPS='$(REPS)' CONTENDERS='$(CONTENDERS)' \
 	WORKLOADS='$(WORKLOADS)' LATENCY_MS='$(LATENCY_MS)' BW_MBPS='$(BW_MBPS)' \
 	PASS_TIMEOUT='$(PASS_TIMEOUT)' RAND_SECONDS='$(RAND_SECONDS)' MAX_MINUTES='$(MAX_MINUTES)' \
-	PREPARE_ONLY='$(PREPARE_ONLY)' bench/run.sh
+	PREPARE_ONLY='$(PREPARE_ONLY)' FAULTS='$(FAULTS)' bench/run.sh
 
 # The FUSE passthrough that bench/fuse_ceiling.py measures feedfs's disk cache against.
 build/bench/fuse_ceiling: bench/fuse_ceiling.c ## bench probe: FUSE's own ceiling on local files

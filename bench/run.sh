@@ -3,7 +3,8 @@
 #
 #   bench/run.sh                       full run (datasets created once, cached in build/bench/data)
 #   QUICK=1 bench/run.sh               small smoke run (~5 min)
-#   LATENCY_MS=20 bench/run.sh         workloads 1, 2, 5, 6 behind a 20 ms first-byte proxy
+#   LATENCY_MS=20 bench/run.sh         workloads 1, 2, 5, 6, 7 behind a 20 ms first-byte proxy
+#   FAULTS=1 bench/run.sh              the fault mode: bench/faults.py (issue 20)
 #
 # Knobs (env): QUICK, SIZE_SCALE, REPS, CONTENDERS=feedfs,s3fs,rclone, WORKLOADS=1,2,3,4,5,6,
 # LATENCY_MS, BW_MBPS, PASS_TIMEOUT, RAND_SECONDS, MAX_MINUTES, PREPARE_ONLY, DIRECT_SEED,
@@ -76,6 +77,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# The fault mode (issue 20): the edge-case tree by path under ~10% faults,
+# bench/faults.py; its own results file, no report regeneration.
+case "${FAULTS:-}" in
+""|0) ;;
+*)
+	out="$here/results/faults-$(date -u +%Y%m%dT%H%M%SZ)${LATENCY_MS:+-lat$LATENCY_MS}.json"
+	say "fault mode: $PY bench/faults.py --bin feedfs=$FEEDFS${LATENCY_MS:+ --latency-ms $LATENCY_MS} --out $out"
+	$PY "$here/faults.py" --bin "feedfs=$FEEDFS" ${LATENCY_MS:+--latency-ms "$LATENCY_MS"} --out "$out"
+	say "done: $out (see bench/results/faults.md for how to read it)"
+	exit 0
+	;;
+esac
 
 export BENCH_COMMAND="${BENCH_COMMAND:-$(env | grep -E '^(QUICK|SIZE_SCALE|REPS|CONTENDERS|WORKLOADS|LATENCY_MS|BW_MBPS|PASS_TIMEOUT|RAND_SECONDS|MAX_MINUTES)=.' | sort | tr '\n' ' ')make bench}"
 say "command: $BENCH_COMMAND"
