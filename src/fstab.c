@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "feedfs/options.h"
+#include "feedfs/util.h"
 
 #define FSTAB_NAME_MAX 64
 
@@ -32,20 +33,7 @@ static const char *const not_for_mount[] = {
 	"help", "version", "dry-run", "print-credentials-source", "foreground", "debug", NULL,
 };
 
-static int bad(char *msg, size_t msg_len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int bad(char *msg, size_t msg_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg && msg_len) {
-		va_start(ap, fmt);
-		vsnprintf(msg, msg_len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+#define bad util_einval        /* one line and -EINVAL */
 
 static int in_list(const char *const *list, const char *s)
 {

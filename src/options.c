@@ -69,20 +69,7 @@ struct opt_spec {
 	const char *help;           /* lines separated by '\n', no final newline */
 };
 
-static int bad(char *msg, size_t msg_len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int bad(char *msg, size_t msg_len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (msg && msg_len) {
-		va_start(ap, fmt);
-		vsnprintf(msg, msg_len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+#define bad util_einval        /* one line and -EINVAL */
 
 static int set_debug(struct options *o, const char *arg, char *msg, size_t msg_len)
 {

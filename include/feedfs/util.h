@@ -61,6 +61,10 @@ void *xcalloc(size_t n, size_t m);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The one-line message of a refusal into msg (when msg_len), and -EINVAL:
+ * `return util_einval(msg, msg_len, "...", ...);` in parsers. */
+int util_einval(char *msg, size_t msg_len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Percent-encode per RFC 3986 unreserved set (A-Z a-z 0-9 - _ . ~).
  * keep_slash leaves '/' as is (for URI paths). Returns a malloc'd string. */

@@ -792,6 +792,19 @@ static char *read_buf_get(size_t size)
 	return read_buf;
 }
 
+/* A read found the object changed: counted, and the next open looks again. */
+static void mark_stale(struct fs *fs, fuse_ino_t ino)
+{
+	struct fs_node *n;
+
+	FS_STAT_INC(fs, estale);
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, ino);
+	if (n)
+		n->attr_ms = 0;
+	pthread_mutex_unlock(&fs->lock);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -815,15 +828,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	r = size ? rd_read_iov(f->rd, (uint64_t)off, size, buf, iov, &niov, &pin) : 0;
 	if (r < 0) {
 		if (r == -ESTALE) {
-			struct fs_node *n;
-
-			/* The object changed: the next open looks again. */
-			FS_STAT_INC(fs, estale);
-			pthread_mutex_lock(&fs->lock);
-			n = fs_inodes_get(&fs->inodes, ino);
-			if (n)
-				n->attr_ms = 0;
-			pthread_mutex_unlock(&fs->lock);
+			mark_stale(fs, ino);
 			log_warn(TAG, "object of inode %llu changed while open: ESTALE",
 				 (unsigned long long)ino);
 		}
@@ -872,16 +877,8 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	}
 	r = gpu_ioctl(fs->gpu, f->rd, ctx->uid, ctx->pid, cmd, in_buf, in_bufsz, out,
 		      out_bufsz < sizeof(out) ? out_bufsz : sizeof(out));
-	if (r == -ESTALE) {
-		struct fs_node *n;
-
-		FS_STAT_INC(fs, estale);
-		pthread_mutex_lock(&fs->lock);
-		n = fs_inodes_get(&fs->inodes, ino);
-		if (n)
-			n->attr_ms = 0;         /* the next open looks again */
-		pthread_mutex_unlock(&fs->lock);
-	}
+	if (r == -ESTALE)
+		mark_stale(fs, ino);
 	if (r < 0)
 		fuse_reply_err(req, (int)-r);
 	else

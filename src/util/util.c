@@ -243,6 +243,18 @@ char *xstrndup(const char *s, size_t n)
 	return p;
 }
 
+int util_einval(char *msg, size_t msg_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (msg && msg_len) {
+		va_start(ap, fmt);
+		vsnprintf(msg, msg_len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
 char *xasprintf(const char *fmt, ...)
 {
 	va_list ap;

@@ -22,6 +22,12 @@ INSTALLED = {
     "usr/lib/systemd/system/feedfs@.service": 0o644,
     "usr/share/doc/feedfs/feedfs.env.example": 0o644,
     "usr/share/doc/feedfs/DEPLOY.md": 0o644,
+    # libfeedfs, the device-feed path's and the loader order's client library
+    "usr/include/feedfs/libfeedfs.h": 0o644,
+    "usr/include/feedfs/feedfs_ioctl.h": 0o644,
+    "usr/lib/libfeedfs.a": 0o644,
+    "usr/lib/libfeedfs.so.1": 0o755,
+    "usr/lib/libfeedfs.so": 0o755,          # the link to it (os.stat follows it)
 }
 # Every setting that gives a unit its own mount namespace, which cuts mount
 # propagation to the host: a FUSE mount made inside would be invisible.
