@@ -6,6 +6,9 @@ once they settled.
 Blocks are 1 MiB here so that a few MiB of data spans many blocks. No timing is
 asserted: sleeps only wait out a TTL.
 """
+# Request counts through the counting proxy are exact here, so every mount
+# behind it has hedging off (--hedge-budget 0): a hedge is a second GET of
+# the same bytes whenever the loaded machine stalls a response.
 
 import os
 import subprocess
@@ -34,7 +37,7 @@ def umount(m):
 
 def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m1) == expected()
     assert proxy.gets() > 0
     st = cache_stats(m1, proxy)
@@ -43,7 +46,7 @@ def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, prox
 
     drop_page_cache()
     proxy.reset()
-    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m2) == expected()
     # random reads across block edges, from disk too
     with open(m2.p("big.bin"), "rb") as f:
@@ -59,7 +62,7 @@ def test_bytes_equal_source_and_second_mount_makes_zero_gets(mount, bucket, prox
 
 def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m1) == expected()
     umount(m1)
     slab = os.path.join(cdir, "slab")
@@ -76,7 +79,7 @@ def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
     assert used > 0
     drop_page_cache()
     proxy.reset()
-    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m2) == expected()
     assert proxy.gets() > 0
     st = cache_stats(m2, proxy)
@@ -86,7 +89,7 @@ def test_flipped_bytes_in_slab_are_refetched(mount, bucket, proxy, tmp_path):
 
 def test_eviction_under_small_cache_keeps_bytes_right(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--cache-size", "4M", endpoint=proxy.url)
+    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--cache-size", "4M", "--hedge-budget", "0", endpoint=proxy.url)
     for _ in range(2):
         assert read_all(m) == expected()
         drop_page_cache()
@@ -108,14 +111,14 @@ def test_many_small_files_share_pages_and_second_mount_makes_zero_gets(
         s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
     cdir = str(tmp_path / "cache")
     args = ("--cache-dir", cdir, "--block-size", "1M", "--cache-size", "8M")
-    m1 = mount(b, "", *args, endpoint=proxy.url)
+    m1 = mount(b, "", *args, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m1, keys) == expected_for(keys)
     st = cache_stats(m1, proxy)
     assert st["blocks_used"] == 60 and st["evictions"] == 0, st
     umount(m1)
     drop_page_cache()
     proxy.reset()
-    m2 = mount(b, "", *args, endpoint=proxy.url)
+    m2 = mount(b, "", *args, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m2, keys) == expected_for(keys)
     assert proxy.gets() == 0, proxy.get_paths[:5]
     st = cache_stats(m2, proxy)
@@ -143,7 +146,7 @@ def test_random_reads_fetch_pieces_not_blocks(mount, bucket, proxy, tmp_path):
         finally:
             os.close(fd)
 
-    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     pass_(m1)
     assert 0 < proxy.get_bytes <= len(offs) * 256 * 1024, (proxy.get_bytes, len(offs))
     st = cache_stats(m1, proxy)
@@ -151,7 +154,7 @@ def test_random_reads_fetch_pieces_not_blocks(mount, bucket, proxy, tmp_path):
     umount(m1)
     drop_page_cache()
     proxy.reset()
-    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     pass_(m2)
     assert proxy.gets() == 0, proxy.get_paths[:5]
     umount(m2)
@@ -159,7 +162,7 @@ def test_random_reads_fetch_pieces_not_blocks(mount, bucket, proxy, tmp_path):
 
 def test_changed_object_is_fetched_anew(mount, s3, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--metadata-ttl", "1", endpoint=proxy.url)
+    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--metadata-ttl", "1", "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m, ["mid.bin"]) == expected(["mid.bin"])
     new = content_for("mid.bin v2", OBJECTS["mid.bin"])       # same size, new bytes
     s3.put_object(Bucket=bucket, Key="mid.bin", Body=new)
@@ -172,13 +175,13 @@ def test_changed_object_is_fetched_anew(mount, s3, bucket, proxy, tmp_path):
 
 def test_kill_9_then_restart_keeps_a_valid_cache(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m1 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m1) == expected()
     time.sleep(0.5)                                          # let write-behind land (not required)
     kill_9(m1)
     drop_page_cache()
     proxy.reset()
-    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m2 = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m2) == expected()
     umount(m2)
     with open(m2.log, errors="replace") as f:
@@ -253,7 +256,7 @@ def test_cache_dir_under_a_file_fails(mount, bucket, tmp_path):
 
 def test_warm_then_read_makes_zero_gets(mount, bucket, proxy, tmp_path):
     cdir = str(tmp_path / "cache")
-    m = mount(bucket, "", "--cache-dir", cdir, *BS, endpoint=proxy.url)
+    m = mount(bucket, "", "--cache-dir", cdir, *BS, "--hedge-budget", "0", endpoint=proxy.url)
     cp = subprocess.run([m.binary, "warm", "--jobs", "3", m.p("small"), m.p("big.bin"),
                          m.p("mid.bin")], capture_output=True, timeout=120)
     assert cp.returncode == 0, cp.stderr.decode()

@@ -7,6 +7,9 @@ has to hide); the daemon's "order" counters are read with `feedfs stats`.
 Every byte read is compared with what was uploaded. Nothing here asserts a
 time: waits are for counters to settle.
 """
+# Request counts through the counting proxy are exact here, so every mount
+# behind it has hedging off (--hedge-budget 0): a hedge is a second GET of
+# the same bytes whenever the loaded machine stalls a response.
 
 import os
 import random
@@ -120,7 +123,7 @@ def wait_order(m, proxy, paths):
 @pytest.mark.san
 @pytest.mark.tsan
 def test_shuffled_order_is_prefetched(mount, mounter, obucket, proxy, tmp_path):
-    m = mount(obucket, "", endpoint=proxy.url)
+    m = mount(obucket, "", "--hedge-budget", "0", endpoint=proxy.url)
     order = shuffled()
     f = write_order(tmp_path, order)
     proxy.reset()
@@ -147,7 +150,7 @@ def test_shuffled_order_is_prefetched(mount, mounter, obucket, proxy, tmp_path):
 
 def test_missing_path_is_counted_and_bad_paths_refused(mount, mounter, obucket, proxy,
                                                         tmp_path):
-    m = mount(obucket, "", endpoint=proxy.url)
+    m = mount(obucket, "", "--hedge-budget", "0", endpoint=proxy.url)
     order = shuffled(3)[:20]
     f = write_order(tmp_path, order[:10] + ["train/c0/nope.jpg"] + order[10:])
     cp = prefetch(mounter, "--order", f, m.path)
@@ -180,7 +183,7 @@ def test_missing_path_is_counted_and_bad_paths_refused(mount, mounter, obucket, 
 
 
 def test_absolute_paths_and_stdin(mount, mounter, obucket, proxy, tmp_path):
-    m = mount(obucket, "", endpoint=proxy.url)
+    m = mount(obucket, "", "--hedge-budget", "0", endpoint=proxy.url)
     order = shuffled(5)[:30]
     f = write_order(tmp_path, [os.path.join(m.path, k) for k in order])
     cp = prefetch(mounter, "--order", f, m.path)
@@ -200,7 +203,7 @@ def test_replaced_file_is_never_served_old(mount, mounter, obucket, s3, proxy, t
     v2 = {k: content_for(k + "v2", 20000) for k in keys}
     for k in keys:
         s3.put_object(Bucket=obucket, Key=k, Body=v1[k])
-    m = mount(obucket, "", "--metadata-ttl", "0", endpoint=proxy.url)
+    m = mount(obucket, "", "--metadata-ttl", "0", "--hedge-budget", "0", endpoint=proxy.url)
     cp = prefetch(mounter, "--order", write_order(tmp_path, keys), m.path)
     assert cp.returncode == 0, cp.stderr
     st = wait_order(m, proxy, len(keys))
@@ -212,7 +215,7 @@ def test_replaced_file_is_never_served_old(mount, mounter, obucket, s3, proxy, t
 
 @pytest.mark.san
 def test_clear_frees_the_window(mount, mounter, obucket, proxy, tmp_path):
-    m = mount(obucket, "", endpoint=proxy.url)
+    m = mount(obucket, "", "--hedge-budget", "0", endpoint=proxy.url)
     order = shuffled(11)
     cp = prefetch(mounter, "--order", write_order(tmp_path, order), m.path)
     assert cp.returncode == 0, cp.stderr
@@ -238,7 +241,7 @@ def test_clear_frees_the_window(mount, mounter, obucket, proxy, tmp_path):
 def test_ranks_sharing_a_mount_keep_their_orders(mount, mounter, obucket, proxy, tmp_path):
     """Two ranks of a distributed loader on one node mount: each sends its
     own shard as its own stream, and both are fetched ahead."""
-    m = mount(obucket, "", endpoint=proxy.url)
+    m = mount(obucket, "", "--hedge-budget", "0", endpoint=proxy.url)
     order = shuffled(23)
     shards = [order[0::2], order[1::2]]
     for r, shard in enumerate(shards):
@@ -284,7 +287,7 @@ def test_large_file_gets_its_first_window(mount, mounter, s3, obucket, proxy, tm
     body = content_for(key, 20 << 20)
     s3.put_object(Bucket=obucket, Key=key, Body=body)
     try:
-        m = mount(obucket, "", endpoint=proxy.url)
+        m = mount(obucket, "", "--hedge-budget", "0", endpoint=proxy.url)
         cp = prefetch(mounter, "--order", write_order(tmp_path, [key, shuffled()[0]]), m.path)
         assert cp.returncode == 0, cp.stderr
         st = wait_order(m, proxy, 2)
@@ -304,7 +307,7 @@ def test_large_file_gets_its_first_window(mount, mounter, s3, obucket, proxy, tm
 
 
 def test_order_is_charged_to_the_memory_budget(mount, mounter, obucket, proxy, tmp_path):
-    m = mount(obucket, "", "--max-memory", "64M", endpoint=proxy.url)
+    m = mount(obucket, "", "--max-memory", "64M", "--hedge-budget", "0", endpoint=proxy.url)
     order = shuffled(5)
     cp = prefetch(mounter, "--order", write_order(tmp_path, order), m.path)
     assert cp.returncode == 0, cp.stderr
