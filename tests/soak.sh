@@ -7,5 +7,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export FEEDFS_BIN=${FEEDFS_BIN:-$root/build/feedfs} SOAK_MINUTES=${SOAK_MINUTES:-10}
 export FEEDFS_SOAK=1
+# The tests' hang watchdog (mounter.py, 240 s) would kill the soak's daemon.
+export FEEDFS_TEST_DEADLINE_S=$((SOAK_MINUTES * 60 + 300))
 cd "$root"
 exec /usr/bin/python3 -m pytest -q -s -p no:cacheprovider tests/integration/soak_faults.py
