@@ -651,6 +651,9 @@ static void t_large_file_gets_its_first_window(void)
 		     2048);
 	CHECK(fake_fetch_check(buf, "k/big1", "\"ebig1\"", 1024, 2048));
 	CHECK_EQ_INT(fake_fetch_calls(&fk), 3);         /* past it: below */
+	/* The answer thread frees the window after the claim's done returned. */
+	for (int i = 0; i < 5000 && rd_budget_used(budget) != FILE_SIZE; i++)
+		usleep(1000);
 	CHECK_EQ_INT(rd_budget_used(budget), FILE_SIZE);
 	teardown();
 }
