@@ -45,6 +45,7 @@
 #include "feedfs/daemon.h"
 #include "feedfs/fs.h"
 #include "feedfs/gpu.h"
+#include "feedfs/heap.h"
 #include "feedfs/hint.h"
 #include "feedfs/keep.h"
 #include "feedfs/log.h"
@@ -245,7 +246,9 @@ static int process_setup(const struct options *o, char *msg, size_t msg_len)
 	 * fault per 4 KiB, which on a VM was half the daemon's CPU on a cold
 	 * sequential read. Keep them in one arena that is not trimmed: freed
 	 * buffers are reused, and the arena never outgrows the --max-memory peak
-	 * by more than fragmentation. Before any thread starts. */
+	 * by more than fragmentation. The ctl ticker gives free pages back every
+	 * few seconds instead (heap.h), so resident memory follows what is in
+	 * use. Before any thread starts. */
 	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 256 << 20);
@@ -538,6 +541,7 @@ static void register_stats(const struct options *o, struct running *r)
 	stats_reg_group(&r->reg, &budget_stats_group, r->budget);
 	stats_reg_group(&r->reg, &hint_stats_group, r->hint);
 	stats_reg_group(&r->reg, &gpu_stats_group, r->gpu);
+	stats_reg_group(&r->reg, &process_stats_group, heap_stats_obj());
 	d = fs_hists(r->fs, &n);
 	stats_reg_hists(&r->reg, d, n);
 	d = s3_client_hists(r->s3, &n);

@@ -32,9 +32,10 @@
  * the mount is unmounted. SIGTERM/SIGINT to the keeper are passed to the
  * server, which unmounts as before; SIGUSR2 restarts the server (an upgrade:
  * the successor is the binary now on disk).
- * Limits: handles beyond KEEP_SLOTS open at once fail ENFILE; the node log is
- * not compacted (KEEP_LOG_BYTES, then new nodes are not logged and an id the
- * successor cannot map answers ESTALE); a request that was in flight when
+ * Limits: handles beyond KEEP_SLOTS open at once fail ENFILE; the node log
+ * holds one record per distinct (id, path) and is not compacted otherwise
+ * (KEEP_LOG_BYTES, then new nodes are not logged and an id the successor
+ * cannot map answers ESTALE); a request that was in flight when
  * the server died and was already answered is not resent.
  */
 #ifndef FEEDFS_KEEP_H
@@ -93,7 +94,8 @@ void keep_log_node(struct keep *k, uint64_t ino, const char *path, size_t len, i
  * (*path, *len: inside the region, *is_dir), or 0. */
 int keep_find_node(struct keep *k, uint64_t ino, const char **path, size_t *len, int *is_dir);
 
-/* Handles. open: a free slot filled; returns the fh (slot + 1) or -ENFILE. */
+/* Handles. open: the lowest free slot filled; returns the fh (slot + 1) or
+ * -ENFILE. */
 int64_t keep_handle_open(struct keep *k, enum keep_kind kind, uint64_t ino, uint64_t size,
 			 const char *etag);
 void keep_handle_close(struct keep *k, uint64_t fh);

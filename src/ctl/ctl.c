@@ -3,6 +3,7 @@
  * verb, the once-a-second throughput ticker, and the metrics listener.
  */
 #include "feedfs/ctl.h"
+#include "feedfs/heap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -139,6 +140,7 @@ static void tick(struct ctl *c)
 	pthread_mutex_unlock(&c->mu);
 	if (rate.seconds > 0)
 		tick_status(r, &rate);
+	heap_tick();
 	/* The unit's watchdog (WatchdogSec=): a serving process whose ticker
 	 * stops is restarted by systemd. Once a second is well within it. */
 	if (c->watchdog)

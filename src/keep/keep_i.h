@@ -10,6 +10,10 @@
 
 /* Bytes of the shared region (the memfd's size). */
 uint64_t keep_region_bytes(void);
+/* What the region holds: bytes of node log written, and the slots' high-water
+ * mark (the most handles open at once, give or take the holes). */
+uint64_t keep_log_bytes(const struct keep *k);
+uint32_t keep_slots_hwm(const struct keep *k);
 
 /* FUSE wire constants Debian 12's <linux/fuse.h> (7.38) predates. */
 #define KEEP_FUSE_INIT 26u

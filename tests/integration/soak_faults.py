@@ -12,6 +12,19 @@ from conftest import content_for, sha256
 from fault_proxy import FaultProxy
 from test_faults import MAX_MEMORY_MIB, ARGS, rss_kib
 
+
+def rss_parts_kib(pid):
+    """(RssAnon, RssShmem) of pid in KiB: the heap and the keeper's region."""
+    got = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    got[line.split(":")[0]] = int(line.split()[1])
+    except OSError:
+        pass
+    return got.get("RssAnon", 0), got.get("RssShmem", 0)
+
 MIB = 1 << 20
 KINDS = ["500", "503", "reset", "short", "trickle", "range", "429", "stall"]
 
@@ -33,6 +46,7 @@ def test_soak(mount, s3, s3server):
     stats = {"reads": 0, "bytes": 0, "wrong": 0, "errors": {}}
     lock = threading.Lock()
     rss = []
+    parts = []
 
     def reader(i):
         rng = random.Random(i)
@@ -66,6 +80,7 @@ def test_soak(mount, s3, s3server):
         ki += 1
         for _ in range(20):
             rss.append(rss_kib(pid))
+            parts.append(rss_parts_kib(pid))
             time.sleep(1)
             if time.monotonic() >= end:
                 break
@@ -80,6 +95,10 @@ def test_soak(mount, s3, s3server):
         minutes, stats["reads"], stats["bytes"], stats["wrong"], stats["errors"], hung))
     print("soak: RSS MiB first minute avg %.1f, last minute avg %.1f, peak %.1f (--max-memory %d)" % (
         sum(first) / len(first) / 1024, sum(last) / len(last) / 1024, max(rss) / 1024, MAX_MEMORY_MIB))
+    for name, i in (("anon", 0), ("shmem", 1)):
+        f, l = [p[i] for p in parts[:per_min]], [p[i] for p in parts[-per_min:]]
+        print("soak: Rss%s MiB first minute avg %.1f, last minute avg %.1f" % (
+            name, sum(f) / len(f) / 1024, sum(l) / len(l) / 1024))
     assert stats["wrong"] == 0 and hung == 0
     assert max(rss) <= (MAX_MEMORY_MIB + 80) * 1024
     assert sum(last) / len(last) <= 1.25 * sum(first) / len(first) + 8 * 1024, "RSS grew"

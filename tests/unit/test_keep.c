@@ -43,7 +43,8 @@ static void t_successor_sees_what_the_first_server_wrote(void)
 	fh3 = keep_handle_open(a, KEEP_FILE, 78, 4096, "\"e1\"");
 	CHECK(fh1 > 0 && fh2 > 0 && fh3 > 0 && fh1 != fh2 && fh2 != fh3);
 	keep_handle_close(a, (uint64_t)fh3);
-	CHECK_EQ_INT(keep_find_node(a, 77, &path, &len, &is_dir), 0);   /* first server: no index */
+	CHECK_EQ_INT(keep_find_node(a, 77, &path, &len, &is_dir), 1);
+	CHECK_EQ_INT(keep_find_node(a, 79, &path, &len, &is_dir), 0);
 	keep_close(a);
 
 	CHECK_EQ_INT(keep_open(fd, &b), 0);
@@ -73,6 +74,89 @@ static void t_successor_sees_what_the_first_server_wrote(void)
 
 		CHECK(fh != fh1 && fh != fh2);
 	}
+	keep_close(b);
+	close(fd);
+}
+
+/* The soak's growth: each forget and lookup logged its node again, and the
+ * slot allocator walked through every slot. Now a node is logged once per
+ * (id, path), and a closed slot is the next one given out. */
+static void t_log_and_slots_do_not_grow_with_reuse(void)
+{
+	int fd = region();
+	struct keep *a, *b;
+	const char *path;
+	size_t len;
+	int is_dir;
+	uint64_t once;
+	int64_t fh, keepopen;
+
+	CHECK_EQ_INT(keep_open(fd, &a), 0);
+	for (int i = 0; i < 5000; i++) {
+		char p[32];
+		int n = snprintf(p, sizeof(p), "d/f%d", i);
+
+		keep_log_node(a, 100 + (uint64_t)i, p, (size_t)n, 0);
+	}
+	once = keep_log_bytes(a);
+	for (int round = 0; round < 3; round++)
+		for (int i = 0; i < 5000; i++) {
+			char p[32];
+			int n = snprintf(p, sizeof(p), "d/f%d", i);
+
+			keep_log_node(a, 100 + (uint64_t)i, p, (size_t)n, 0);
+		}
+	CHECK_EQ_INT(keep_log_bytes(a), once);
+	/* The same id for another path (a number reused after a forget) is
+	 * logged, and the successor maps the id to the newer path. */
+	keep_log_node(a, 100, "d/other", 7, 0);
+	CHECK(keep_log_bytes(a) > once);
+	keepopen = keep_handle_open(a, KEEP_FILE, 7, 1, "e");
+	CHECK_EQ_INT(keepopen, 1);
+	for (int i = 0; i < 100000; i++) {
+		fh = keep_handle_open(a, KEEP_FILE, 7, 1, "e");
+		CHECK_EQ_INT(fh, 2);
+		keep_handle_close(a, (uint64_t)fh);
+	}
+	CHECK_EQ_INT(keep_slots_hwm(a), 2);
+	keep_close(a);
+
+	CHECK_EQ_INT(keep_open(fd, &b), 0);
+	CHECK_EQ_INT(keep_find_node(b, 100, &path, &len, &is_dir), 1);
+	CHECK_EQ_INT(len, 7);
+	CHECK(memcmp(path, "d/other", 7) == 0);
+	CHECK_EQ_INT(keep_find_node(b, 5099, &path, &len, &is_dir), 1);
+	/* Slot 1 is still open (the kernel holds it): the successor skips it. */
+	CHECK_EQ_INT(keep_handle_open(b, KEEP_DIR, 8, 0, NULL), 2);
+	CHECK_EQ_INT(keep_handle_open(b, KEEP_DIR, 8, 0, NULL), 3);
+	keep_handle_close(b, 1);
+	CHECK_EQ_INT(keep_handle_open(b, KEEP_DIR, 8, 0, NULL), 1);
+	keep_close(b);
+	close(fd);
+}
+
+/* A region written before the high-water mark existed (mark 0): the
+ * successor finds the open slots on the pages that hold data. */
+static void t_region_without_mark_is_scanned(void)
+{
+	int fd = region();
+	struct keep *a, *b;
+	int64_t fh;
+	uint32_t zero = 0;
+	off_t hwm_off = 8 + 4 + 4 + 8 + 4;  /* magic, version, init_len, log_tail, log_full */
+
+	CHECK_EQ_INT(keep_open(fd, &a), 0);
+	for (int i = 0; i < 3000; i++)
+		CHECK((fh = keep_handle_open(a, KEEP_FILE, 7, 1, "e")) > 0);
+	for (int i = 1; i < 3000; i++)
+		keep_handle_close(a, (uint64_t)i);
+	keep_close(a);
+	CHECK_EQ_INT(pwrite(fd, &zero, sizeof(zero), hwm_off), sizeof(zero));
+	CHECK_EQ_INT(keep_open(fd, &b), 0);
+	CHECK_EQ_INT(keep_slots_hwm(b), 3000);
+	for (int i = 0; i < 2999; i++)
+		CHECK(keep_handle_open(b, KEEP_FILE, 7, 1, "e") != 3000);
+	CHECK_EQ_INT(keep_handle_open(b, KEEP_FILE, 7, 1, "e"), 3001);
 	keep_close(b);
 	close(fd);
 }
@@ -114,6 +198,8 @@ static void t_foreign_regions_are_refused(void)
 
 static const struct test tests[] = {
 	TEST(t_successor_sees_what_the_first_server_wrote),
+	TEST(t_log_and_slots_do_not_grow_with_reuse),
+	TEST(t_region_without_mark_is_scanned),
 	TEST(t_slots_run_out_with_enfile),
 	TEST(t_foreign_regions_are_refused),
 	{ NULL, NULL },
