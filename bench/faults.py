@@ -130,6 +130,9 @@ def main():
     ap.add_argument("--deadline-s", type=float, default=120.0)
     ap.add_argument("--seed", type=int, default=20)
     ap.add_argument("--out", default=None, help="append the JSON results to FILE")
+    ap.add_argument("--files", type=int, default=0,
+                    help="top the tree up to this many files with one wide prefix (the "
+                         "issue's tree had 6105; the tests' has about 3550)")
     a = ap.parse_args()
     bins = [b.split("=", 1) for b in a.bin] or [["after", os.environ["FEEDFS_BIN"]]]
 
@@ -150,6 +153,15 @@ def main():
             if k.endswith("/") or k not in objs or k in dirs:
                 continue              # markers, shadowed files: directories; folded keys
             want[k] = hashlib.sha256(objs[k]).hexdigest()
+        extra = {}
+        for i in range(max(0, a.files - len(want))):
+            k = "wide/w%05d.dat" % i
+            extra[k] = conftest.content_for(k, 1 + (i * 7919) % 40000)
+            want[k] = hashlib.sha256(extra[k]).hexdigest()
+        if extra:
+            log("topping up with %d files under wide/" % len(extra))
+            conftest.put_many(s3, bucket, sorted(extra.items()))
+            listed = conftest.list_all(s3, bucket)
         rels = sorted(want)
         random.Random(a.seed).shuffle(rels)
         log("%d files to read by path (of %d keys listed)" % (len(rels), len(listed)))

@@ -84,8 +84,8 @@ case "${FAULTS:-}" in
 ""|0) ;;
 *)
 	out="$here/results/faults-$(date -u +%Y%m%dT%H%M%SZ)${LATENCY_MS:+-lat$LATENCY_MS}.json"
-	say "fault mode: $PY bench/faults.py --bin feedfs=$FEEDFS${LATENCY_MS:+ --latency-ms $LATENCY_MS} --out $out"
-	$PY "$here/faults.py" --bin "feedfs=$FEEDFS" ${LATENCY_MS:+--latency-ms "$LATENCY_MS"} --out "$out"
+	say "fault mode: $PY bench/faults.py --files ${FAULT_FILES:-6105} --bin feedfs=$FEEDFS${LATENCY_MS:+ --latency-ms $LATENCY_MS} --out $out"
+	$PY "$here/faults.py" --files "${FAULT_FILES:-6105}" --bin "feedfs=$FEEDFS" ${LATENCY_MS:+--latency-ms "$LATENCY_MS"} --out "$out"
 	say "done: $out (see bench/results/faults.md for how to read it)"
 	exit 0
 	;;
