@@ -952,6 +952,8 @@ def pick_runs(given):
 
     chosen = {}
     for p in files:  # sorted by timestamp: later wins; a full run beats any quick run
+        if "knobs" not in load(p).get("meta", {}):
+            continue     # not a make bench run (bench/faults.py writes here too)
         kd, q = kind(p)
         cur = chosen.get(kd)
         if cur is None or not q or cur[1]:
