@@ -942,23 +942,31 @@ def glance(runs):
 
 
 def pick_runs(given):
+    """Per kind (with or without latency): the newest run, then, newest first, every
+    older run that measured a workload none of the runs taken so far did (a run of
+    W6 alone must not hide the last full run's W1-W5). Full runs beat quick ones."""
     files = sorted(glob.glob(os.path.join(RESULTS, "*.json")))
     if given and given not in files:
         files.append(given)
-
-    def kind(p):
-        k = load(p)["meta"]["knobs"]
-        return ("lat" if k.get("LATENCY_MS") else "base"), bool(k.get("QUICK"))
-
-    chosen = {}
-    for p in files:  # sorted by timestamp: later wins; a full run beats any quick run
-        if "knobs" not in load(p).get("meta", {}):
+    runs = []
+    for p in files:
+        meta = load(p).get("meta", {})
+        if "knobs" not in meta:
             continue     # not a make bench run (bench/faults.py writes here too)
-        kd, q = kind(p)
-        cur = chosen.get(kd)
-        if cur is None or not q or cur[1]:
-            chosen[kd] = (p, q)
-    return [chosen[k][0] for k in ("base", "lat") if k in chosen]
+        k = meta["knobs"]
+        runs.append((p, "lat" if k.get("LATENCY_MS") else "base", bool(k.get("QUICK")),
+                     set(k.get("WORKLOADS") or [])))
+    out = []
+    for kd in ("base", "lat"):
+        mine = [r for r in runs if r[1] == kd]
+        full = [r for r in mine if not r[2]]
+        pool = full or mine
+        covered = set()
+        for p, _, _, ws in reversed(pool):
+            if not covered or ws - covered:
+                out.append(p)
+                covered |= ws
+    return out
 
 
 def newer_subsets(runs):
