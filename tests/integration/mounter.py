@@ -179,8 +179,8 @@ def feedfs_stats(m, form="--json"):
 
 def counter_groups(st):
     """The counter groups of a `feedfs stats --json` object ({group: {key: n}}),
-    without what moves with the clock alone (uptime, rates)."""
-    return {k: v for k, v in st.items() if isinstance(v, dict) and k != "now"}
+    without what moves on its own (uptime, rates, the process's memory gauges)."""
+    return {k: v for k, v in st.items() if isinstance(v, dict) and k not in ("now", "process")}
 
 
 def settled_stats(m, proxy=None, tries=100):

@@ -299,7 +299,11 @@ def test_stalled_lookups_are_hedged(mount, fproxy, rbucket):
     bucket, data = rbucket
     m = mount(bucket, "", *ARGS, "--stall-timeout", "60", "--metadata-ttl", "0",
               "--hedge-budget", "100", endpoint=fproxy.url)
-    fproxy.stall_s = 40
+    # A stall 15x the longest hedge delay (1 s) and well under --stall-timeout,
+    # so only a hedge ends it early. Not longer: a hedge that stalls as well
+    # (8% of hedges) costs its reader the whole stall, and on a loaded machine
+    # a few of those in one reader's files came near read_all's 120 s.
+    fproxy.stall_s = 15
     fproxy.set_mix(0.08, kinds=("stall",))
     bad = read_all(m, data, sorted(SMALL), threads=2)
     st = feedfs_stats(m)
