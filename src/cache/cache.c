@@ -83,6 +83,7 @@ struct creq {
 	uint32_t nwaiters;          /* allocated: enough for every unit the request may touch */
 	uint32_t pending;
 	int barrier;                /* cache_sync */
+	int cached_only;            /* cache_fetch_cached: -ENODATA unless every block is here */
 	int err;
 	struct creq *qnext;
 	struct waiter w[];
@@ -722,6 +723,29 @@ static void start_run(struct cache *c, struct creq *r, struct bop *run, uint64_t
 	bop_start(car);
 }
 
+/* cache_fetch_cached: is every block of r cached whole (to EOF), or being
+ * written or read whole now? Pieces do not count: a block held only as pieces
+ * is not known to be complete. */
+static int all_cached(struct cache *c, const struct creq *r)
+{
+	uint64_t first = r->off / c->bs, last = (r->off + r->len - 1) / c->bs;
+
+	for (uint64_t blk = first; blk <= last; blk++) {
+		uint64_t bstart = blk * c->bs, bend = bstart + c->bs;
+		struct cksum_h128 id = cksum_h128_block(r->obj, blk);
+		uint32_t rec;
+
+		if (bend > r->obj_size)
+			bend = r->obj_size;
+		if (table_find(c, id, (uint32_t)(bend - bstart)))
+			continue;
+		rec = idx_lookup(&c->ix, id);
+		if (rec == IDX_NONE || c->ix.rec[rec].len < (uint32_t)(bend - bstart))
+			return 0;
+	}
+	return 1;
+}
+
 /*
  * Split a new request into waiters on unit operations. A block the request
  * covers whole (to EOF), or whose size is unknown, is one unit. A block it
@@ -743,6 +767,10 @@ static void req_begin(struct cache *c, struct creq *r)
 		return;
 	}
 	r->pending = 1;                     /* not done before the loop ends */
+	if (r->cached_only && !all_cached(c, r)) {
+		req_finish_block(r, -ENODATA);
+		return;
+	}
 	for (uint64_t blk = first; blk <= last; blk++) {
 		uint64_t bstart = blk * c->bs, bend = bstart + c->bs;
 		uint64_t s = r->off > bstart ? r->off : bstart;
@@ -893,9 +921,8 @@ static struct cksum_h128 object_id(const struct cache *c, const char *key, size_
  * fetched and cached whole (the last one short), whatever part of it was
  * asked for; without it (FETCH_SIZE_UNKNOWN) a block may be widened down to
  * its start but never past the requested end. */
-static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
+static int fetch_common(struct cache *c, struct fetch_req *fr, int cached_only)
 {
-	struct cache *c = fetcher_of(f, struct cache, base);
 	const char *key = fr->key, *etag = fr->etag;
 	size_t key_len = fr->key_len, len = fr->len;
 	uint64_t obj_size = fr->obj_size, off = fr->off;
@@ -905,6 +932,8 @@ static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
 	char *p;
 
 	if (!len || !fr->buf || !fr->done || off + len < off)
+		return -EINVAL;
+	if (cached_only && (!etag || !etag[0] || obj_size == SIZE_UNKNOWN))
 		return -EINVAL;
 	if (!etag || !etag[0]) {
 		/* Without a version we could not tell a changed object: no caching.
@@ -937,8 +966,19 @@ static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
 	r->buf = fr->buf;
 	r->fr = fr;
 	r->nwaiters = (uint32_t)nw;
+	r->cached_only = cached_only;
 	push_req(c, r);
 	return 0;
+}
+
+static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
+{
+	return fetch_common(fetcher_of(f, struct cache, base), fr, 0);
+}
+
+int cache_fetch_cached(struct cache *c, struct fetch_req *fr)
+{
+	return fetch_common(c, fr, 1);
 }
 
 /* A request the cache holds is one or more block operations that other
