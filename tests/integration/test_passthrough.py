@@ -211,3 +211,36 @@ def test_option_off_passes_nothing_through(mount, pbucket, tmp_path):
 def test_bad_option_value_is_refused(mount, pbucket):
     cp = mount(pbucket, "", "--passthrough=maybe", ok=False)
     assert b"--passthrough: 'maybe' is not on or off" in cp.stderr
+
+
+def test_passthrough_handles_survive_a_takeover(mount, pbucket, tmp_path):
+    """Backing ids belong to the connection: a handle passed through before
+    the server dies reads on, and a successor (keep.h) opens the same node on
+    the same backing file (the slot carries its id) instead of a normal open,
+    which the kernel would refuse with EIO."""
+    import signal
+    from test_keep import serving_pid, wait_takeover
+
+    cdir = str(tmp_path / "cache")
+    m = mount(pbucket, "", "--cache-dir", cdir, *OPTS)
+    passthrough_or_skip(m)
+    k = "mid.bin"
+    src = content_for(k, OBJS[k])
+    assert read_keys(m, [k]) == want([k])
+    wait_promoted(m, 1)
+    held = open(m.p(k), "rb")
+    assert stats(m)["fs"]["pt_opens"] == 1
+    assert held.read(MIB) == src[:MIB]
+    os.kill(serving_pid(m), signal.SIGKILL)
+    st = wait_takeover(m, 1)
+    assert st["fs"]["reads"] == 0
+    assert held.read() == src[MIB:]                          # no daemon involved
+    with open(m.p(k), "rb") as again:                        # the node is passed through
+        assert again.read() == src
+    st = stats(m)
+    assert st["fs"]["pt_opens"] == 1 and st["fs"]["reads"] == 0, st["fs"]
+    held.close()
+    time.sleep(0.5)                                          # RELEASE is asynchronous
+    with open(m.p(k), "rb") as f:                            # last one closed: any way is right
+        assert f.read() == src
+    umount(m)
