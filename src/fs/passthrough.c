@@ -40,9 +40,10 @@
  * Under a keeper each handle's backing id is in its slot (keep.h), and a
  * successor rebuilds the table from the slots before serving.
  *
- * Lock order: pt->lock is a leaf (fs->lock is never taken under it). It is
- * held across one openat and one ioctl on first use of a node, so that two
- * opens of one node cannot register two backing files.
+ * Lock order: pt->lock, then the promote table's lock (a leaf, inside
+ * promote_open); fs->lock is never taken under pt->lock. pt->lock is held
+ * across one openat and one ioctl on first use of a node, so that two opens
+ * of one node cannot register two backing files.
  */
 #include "fs_i.h"
 

@@ -75,6 +75,7 @@ def passthrough_or_skip(m):
         pytest.skip("FUSE passthrough needs Linux 6.9+")
 
 
+@pytest.mark.san
 def test_second_epoch_makes_no_reads(mount, pbucket, tmp_path):
     cdir = str(tmp_path / "cache")
     m = mount(pbucket, "", "--cache-dir", cdir, *OPTS)
@@ -122,6 +123,7 @@ def test_promoted_files_survive_a_remount(mount, pbucket, tmp_path):
     umount(m2)
 
 
+@pytest.mark.san
 def test_replaced_object_is_never_read_from_the_old_file(mount, s3, pbucket, tmp_path):
     cdir = str(tmp_path / "cache")
     m = mount(pbucket, "", "--cache-dir", cdir, *OPTS, "--metadata-ttl", "1")
@@ -213,6 +215,7 @@ def test_bad_option_value_is_refused(mount, pbucket):
     assert b"--passthrough: 'maybe' is not on or off" in cp.stderr
 
 
+@pytest.mark.san
 def test_passthrough_handles_survive_a_takeover(mount, pbucket, tmp_path):
     """Backing ids belong to the connection: a handle passed through before
     the server dies reads on, and a successor (keep.h) opens the same node on
