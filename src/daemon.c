@@ -354,6 +354,14 @@ static uint64_t io_reserve(const struct options *o)
  * top. Fills rcfg for fs_new.
  */
 
+/* --passthrough=on with a cache dir: what the INIT reply asks for and the fs
+ * tracks, the same in every server of a keeper (promoted files may still be
+ * missing: then nothing new is passed through). */
+static int passthrough_on(const struct options *o)
+{
+	return !o->passthrough_off && o->cache_dir;
+}
+
 /*
  * Promoted files for FUSE passthrough (promote.h): a quarter of the cache's
  * capacity, beside the slab in the cache dir. Wiped after an unclean stop
@@ -524,7 +532,10 @@ static int start_session(const struct options *o, struct running *r,
 	}
 	fs_set_gpu(r->fs, r->gpu);
 	fs_set_promote(r->fs, r->promote);
-	if (r->promote && fs_set_passthrough(r->fs, 1) < 0) {
+	/* Tracked whenever configured, promoted files or not: a successor whose
+	 * promoted dir failed must still keep the nodes its predecessor passed
+	 * through on their backing files (fs/passthrough.c). */
+	if (passthrough_on(o) && fs_set_passthrough(r->fs, 1) < 0) {
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
 	}
@@ -649,7 +660,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 			return -EIO;
 		}
 		r->mounted = 2;
-		(void)fs_session_parallel_dirops(r->se, r->promote != NULL);  /* the replayed INIT's reply too */
+		(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
 		return 0;
@@ -660,7 +671,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
-	(void)fs_session_parallel_dirops(r->se, r->promote != NULL);  /* logs when it cannot */
+	(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
 		e = keep_send_fuse_fd(r->ke->chan_fd, fuse_session_fd(r->se));
 		if (e < 0)

@@ -236,7 +236,8 @@ static int scan(struct promote *p, int clear)
 		n++;
 	}
 	closedir(dir);
-	qsort(v, n, sizeof(*v), by_mtime_desc);
+	if (n)
+		qsort(v, n, sizeof(*v), by_mtime_desc);
 	for (size_t i = 0; i < n; i++) {
 		if (p->bytes + v[i].size > p->max_bytes) {
 			(void)unlinkat(p->dir_fd, v[i].name, 0);

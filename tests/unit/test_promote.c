@@ -166,7 +166,7 @@ static void t_scan_evicts_oldest_beyond_the_bound(void)
 	snprintf(p, sizeof(p), "%s/" PROMOTE_DIR, d);
 	CHECK(mkdir(p, 0700) == 0);
 	for (int i = 0; i < 4; i++) {
-		char key[8];
+		char key[16];
 
 		snprintf(key, sizeof(key), "k%d", i);
 		promote_name("bkt", key, strlen(key), "e", n[i]);
