@@ -757,7 +757,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (fs->pt) {
 		/* After refresh_attrs: the ETag is the one the normal path would
 		 * pin, so a replaced object is never read from an older file. */
-		r = fs_pt_open(fs, ino, key, klen, etag, size);
+		r = fs_pt_open(fs, ino, key, klen, etag, size, fi->flags);
 		if (r < 0) {
 			rd_close(f->rd);
 			free(f);

@@ -32,12 +32,12 @@ int fs_pt_init_reply(void *init_out, size_t len);
 int fs_pt_open_reply(const struct iovec *iov, int count, void *copy);
 void fs_pt_reply_begin(int32_t backing);
 void fs_pt_reply_end(void);
-/* An open of node ino reading (key, etag, size): the backing id to pass
+/* An open of node ino reading (key, etag, size), with the open's flags: the backing id to pass
  * through (> 0), 0 for a normal open, -ESTALE when the node is open for
  * passthrough on another version. Each call >= 0 is paired with one
  * fs_pt_release(ino, the id or 0). */
 int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const char *etag,
-	       uint64_t size);
+	       uint64_t size, int flags);
 void fs_pt_release(struct fs *fs, uint64_t ino, int32_t backing);
 
 struct s3_list_page;

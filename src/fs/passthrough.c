@@ -32,7 +32,8 @@
  *    ESTALE (it could only get the old bytes) until those handles close;
  *  - a node with normal handles gets a normal one (no promoted file is
  *    looked at), so a promotion that lands while a file is open waits for
- *    the next open after the last close;
+ *    the next open after the last close; an O_DIRECT open starts no
+ *    passthrough (the backing file's alignment rules would apply);
  *  - the last passthrough handle's release closes the backing id (the
  *    kernel keeps the file for handles still using it).
  * Our counts can only lag the kernel's (it drops its count before sending
@@ -204,7 +205,7 @@ static int32_t backing_open(struct fs *fs, const char *key, size_t klen, const c
 }
 
 int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const char *etag,
-	       uint64_t size)
+	       uint64_t size, int flags)
 {
 	struct fs_pt *pt = fs->pt;
 	struct pt_node *n;
@@ -231,7 +232,10 @@ int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const 
 		return id;
 	}
 	id = 0;
-	if (!n->normal && fs_pt_active(fs) && etag[0] && size > 0)
+	/* O_DIRECT would reach the backing file as O_DIRECT, with its alignment
+	 * rules (EINVAL for an unaligned buffer, which the normal path serves):
+	 * such an open starts no passthrough, though it must join one. */
+	if (!n->normal && !(flags & O_DIRECT) && fs_pt_active(fs) && etag[0] && size > 0)
 		id = backing_open(fs, key, klen, etag, size);
 	if (id > 0) {
 		n->passed = 1;

@@ -247,3 +247,27 @@ def test_passthrough_handles_survive_a_takeover(mount, pbucket, tmp_path):
     with open(m.p(k), "rb") as f:                            # last one closed: any way is right
         assert f.read() == src
     umount(m)
+
+
+def test_o_direct_open_starts_no_passthrough(mount, pbucket, tmp_path):
+    """O_DIRECT would reach the backing file with its alignment rules: such an
+    open reads the normal way, unaligned buffers included."""
+    cdir = str(tmp_path / "cache")
+    m = mount(pbucket, "", "--cache-dir", cdir, *OPTS)
+    passthrough_or_skip(m)
+    k = "img/005.jpg"
+    assert read_keys(m, [k]) == want([k])
+    wait_promoted(m, 1)
+    before = stats(m)["fs"]
+    fd = os.open(m.p(k), os.O_RDONLY | os.O_DIRECT)
+    try:
+        got = os.pread(fd, OBJS[k] + 100, 3)             # unaligned offset and length
+    finally:
+        os.close(fd)
+    assert got == content_for(k, OBJS[k])[3:]
+    after = stats(m)["fs"]
+    assert after["pt_opens"] == before["pt_opens"] and after["reads"] > before["reads"]
+    with open(m.p(k), "rb") as f:                        # the next plain open passes through
+        assert f.read() == content_for(k, OBJS[k])
+    assert stats(m)["fs"]["pt_opens"] == before["pt_opens"] + 1
+    umount(m)
