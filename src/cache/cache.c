@@ -723,24 +723,42 @@ static void start_run(struct cache *c, struct creq *r, struct bop *run, uint64_t
 	bop_start(car);
 }
 
-/* cache_fetch_cached: is every block of r cached whole (to EOF), or being
- * written or read whole now? Pieces do not count: a block held only as pieces
- * is not known to be complete. */
+/* cache_fetch_cached, one unit: cached with need bytes, or being read or
+ * written with them. */
+static int unit_here(struct cache *c, struct cksum_h128 id, uint32_t need)
+{
+	uint32_t rec;
+
+	if (table_find(c, id, need))
+		return 1;
+	rec = idx_lookup(&c->ix, id);
+	return rec != IDX_NONE && c->ix.rec[rec].len >= need;
+}
+
+/* cache_fetch_cached: is every block of r here whole (to EOF), as a block
+ * or as all of its pieces? A block of which some pieces are missing is not:
+ * a partially cached object is never served from the cache alone. */
 static int all_cached(struct cache *c, const struct creq *r)
 {
 	uint64_t first = r->off / c->bs, last = (r->off + r->len - 1) / c->bs;
 
 	for (uint64_t blk = first; blk <= last; blk++) {
 		uint64_t bstart = blk * c->bs, bend = bstart + c->bs;
-		struct cksum_h128 id = cksum_h128_block(r->obj, blk);
-		uint32_t rec;
+		int whole = 1;
 
 		if (bend > r->obj_size)
 			bend = r->obj_size;
-		if (table_find(c, id, (uint32_t)(bend - bstart)))
+		if (unit_here(c, cksum_h128_block(r->obj, blk), (uint32_t)(bend - bstart)))
 			continue;
-		rec = idx_lookup(&c->ix, id);
-		if (rec == IDX_NONE || c->ix.rec[rec].len < (uint32_t)(bend - bstart))
+		if (c->piece >= c->bs)
+			return 0;
+		for (uint64_t p = bstart / c->piece; p * c->piece < bend && whole; p++) {
+			uint64_t ps = p * c->piece, pe = ps + c->piece < bend ? ps + c->piece : bend;
+
+			whole = unit_here(c, cksum_h128_block(r->obj, PIECE_TAG | p),
+					  (uint32_t)(pe - ps));
+		}
+		if (!whole)
 			return 0;
 	}
 	return 1;
@@ -784,8 +802,10 @@ static void req_begin(struct cache *c, struct creq *r)
 			want = (uint32_t)(bend - bstart);
 		}
 		rec = idx_lookup(&c->ix, id);
-		if (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs || (s == bstart && e == bend) ||
-		    table_find(c, id, need) ||
+		/* A whole block is one unit, except for a cached-only request
+		 * when only its pieces are here (all_cached checked them all). */
+		if (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs ||
+		    (s == bstart && e == bend && !r->cached_only) || table_find(c, id, need) ||
 		    (rec != IDX_NONE && c->ix.rec[rec].len >= need)) {
 			struct waiter *w = &r->w[nw++];
 

@@ -191,10 +191,10 @@ struct rig {
 	const char *dir;
 };
 
-static void rig_open(struct rig *r, uint64_t promote_max)
+static void rig_open_bs(struct rig *r, uint64_t promote_max, uint32_t bs)
 {
-	struct cache_config cfg = { .bucket = "bkt", .block_size = TBS, .size_bytes = 64 * TBS,
-				    .buffer_bytes = 16 * (uint64_t)TBS, .no_direct = 1 };
+	struct cache_config cfg = { .bucket = "bkt", .block_size = bs, .size_bytes = 64 * (uint64_t)bs,
+				    .buffer_bytes = 16 * (uint64_t)bs, .no_direct = 1 };
 	char msg[256] = "";
 
 	r->dir = new_dir();
@@ -205,6 +205,11 @@ static void rig_open(struct rig *r, uint64_t promote_max)
 	if (cache_new(&cfg, &r->c, msg, sizeof(msg)) < 0)
 		harness_fail(__FILE__, __LINE__, "cache_new: %s", msg);
 	r->p = r->c ? open_promote(r->dir, promote_max, r->c, 0) : NULL;
+}
+
+static void rig_open(struct rig *r, uint64_t promote_max)
+{
+	rig_open_bs(r, promote_max, TBS);
 }
 
 static void rig_close(struct rig *r)
@@ -317,6 +322,49 @@ static void t_fetch_cached_refuses_what_is_not_cached(void)
 	free(buf);
 }
 
+/* With blocks larger than pieces (128 KiB), a block a random reader cached
+ * piece by piece counts when every piece is here, and is read piece by piece
+ * (found as a promotion that never completed on a 256 MiB object whose first
+ * block a cold dd had fetched as pieces). */
+static void t_fetch_cached_takes_blocks_held_as_pieces(void)
+{
+	const uint32_t bs = 512 * 1024, piece = 128 * 1024;
+	const uint64_t size = 2 * (uint64_t)bs + 1000;
+	char *buf = malloc(size);
+	struct cache_stats cs;
+	struct rig r;
+	uint64_t calls;
+
+	rig_open_bs(&r, 64 * (uint64_t)bs, bs);
+	fake_fetch_add(&r.fk, "p", size, "e");
+	/* Block 0: three of its four pieces, by small random reads. */
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(fetch1(r.c, 0, "p", "e", size, (uint64_t)i * piece + 7, 100, buf), 100);
+	/* Blocks 1 and 2 (short) whole. */
+	CHECK_EQ_INT(fetch1(r.c, 0, "p", "e", size, bs, size - bs, buf), size - bs);
+	cache_sync(r.c);
+	cache_get_stats(r.c, &cs);
+	CHECK(cs.pieces >= 3);
+	calls = fake_fetch_calls(&r.fk);
+	CHECK_EQ_INT(fetch1(r.c, 1, "p", "e", size, 0, bs, buf), -ENODATA);
+	CHECK_EQ_INT(fetch1(r.c, 1, "p", "e", size, bs, size - bs, buf), size - bs);
+	CHECK(fake_fetch_check(buf, "p", "e", bs, size - bs));
+	CHECK_EQ_INT(fake_fetch_calls(&r.fk), calls);
+	/* The fourth piece: now block 0 is here, as pieces. */
+	CHECK_EQ_INT(fetch1(r.c, 0, "p", "e", size, 3 * piece + 7, 100, buf), 100);
+	cache_sync(r.c);
+	calls = fake_fetch_calls(&r.fk);
+	CHECK_EQ_INT(fetch1(r.c, 1, "p", "e", size, 0, size, buf), size);
+	CHECK(fake_fetch_check(buf, "p", "e", 0, size));
+	CHECK_EQ_INT(fake_fetch_calls(&r.fk), calls);
+	promote_want(r.p, "p", 1, "e", size);
+	promote_drain(r.p);
+	CHECK(file_is_object(r.p, "p", "e", size));
+	CHECK_EQ_INT(fake_fetch_calls(&r.fk), calls);
+	rig_close(&r);
+	free(buf);
+}
+
 static void t_promotes_only_whole_objects_and_never_fetches(void)
 {
 	static const struct { const char *key; uint64_t size; int read_whole, promoted; } v[] = {
@@ -406,6 +454,7 @@ static const struct test tests[] = {
 	TEST(t_scan_keeps_ours_and_drops_temporaries),
 	TEST(t_scan_evicts_oldest_beyond_the_bound),
 	TEST(t_fetch_cached_refuses_what_is_not_cached),
+	TEST(t_fetch_cached_takes_blocks_held_as_pieces),
 	TEST(t_promotes_only_whole_objects_and_never_fetches),
 	TEST(t_least_recently_opened_goes_first),
 	{ 0 }
