@@ -53,6 +53,7 @@
 #include "feedfs/notify.h"
 #include "feedfs/options.h"
 #include "feedfs/prefetch.h"
+#include "feedfs/promote.h"
 #include "feedfs/s3.h"
 #include "feedfs/stack.h"
 #include "feedfs/stats.h"
@@ -154,6 +155,7 @@ struct running {
 	const struct keep_env *ke;      /* under a keeper: what it handed over; else NULL */
 	struct keep *keep;              /* the region the keeper's servers share */
 	struct gpu *gpu;                /* the device-feed path (ioctls, the D verb) */
+	struct promote *promote;        /* promoted files for passthrough; NULL: none */
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
 	struct stats_reg reg;           /* what ctl and the unmount log read */
@@ -207,6 +209,7 @@ static void teardown(struct running *r)
 	hint_destroy(r->hint);
 	if (r->fs)
 		fs_destroy(r->fs);
+	promote_destroy(r->promote);        /* after the fs (its user), before the cache */
 	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
 	if (r->s3)
 		s3_client_destroy(r->s3);
@@ -353,6 +356,47 @@ static uint64_t io_reserve(const struct options *o)
  * own, or another mount's that we attach to), then readahead across files on
  * top. Fills rcfg for fs_new.
  */
+
+/* --passthrough=on with a cache dir: what the INIT reply asks for and the fs
+ * tracks, the same in every server of a keeper (promoted files may still be
+ * missing: then nothing new is passed through). */
+static int passthrough_on(const struct options *o)
+{
+	return !o->passthrough_off && o->cache_dir;
+}
+
+/*
+ * Promoted files for FUSE passthrough (promote.h): a quarter of the cache's
+ * capacity, beside the slab in the cache dir. Wiped after an unclean stop
+ * (a file renamed in before its data reached the disk could read back as
+ * zeros) and with --cache-clear. Without it (an error is logged) reads go
+ * the normal way.
+ */
+static void start_promote(const struct options *o, struct running *r,
+			  const struct cache_stats *cs)
+{
+	struct promote_config pc;
+	int e;
+
+	memset(&pc, 0, sizeof(pc));
+	pc.cache_dir = o->cache_dir;
+	pc.bucket = o->bucket;
+	pc.max_bytes = cs->pages * cs->block_size / 4;
+	pc.cache = r->stack.cache;
+	pc.chunk = cs->block_size;
+	pc.clear = o->cache_clear || cs->recovered_unclean;
+	e = promote_new(&pc, &r->promote);
+	if (e < 0) {
+		log_warn(TAG, "no promoted files in %s/" PROMOTE_DIR " (%s): reads are not "
+			 "passed through", o->cache_dir, strerror(-e));
+		r->promote = NULL;
+		return;
+	}
+	log_info(TAG, "passthrough: up to %llu MiB of promoted files in %s/" PROMOTE_DIR "%s",
+		 (unsigned long long)(pc.max_bytes / MIB), o->cache_dir,
+		 pc.clear ? " (emptied)" : "");
+}
+
 static int build_read_path(const struct options *o, struct running *r, struct rd_config *rcfg,
 			   char *msg, size_t msg_len)
 {
@@ -414,6 +458,8 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 			 cs.recovered_unclean ? ", recovered after a crash" : "",
 			 (unsigned long long)(io_reserve(o) / MIB),
 			 (unsigned long long)(ra_budget / MIB));
+		if (!o->passthrough_off)
+			start_promote(o, r, &cs);
 	}
 	/* Readahead of all streams together: the prefetch module's caps for
 	 * this machine's CPUs, within the budget. */
@@ -488,6 +534,14 @@ static int start_session(const struct options *o, struct running *r,
 		return -ENOMEM;
 	}
 	fs_set_gpu(r->fs, r->gpu);
+	fs_set_promote(r->fs, r->promote);
+	/* Tracked whenever configured, promoted files or not: a successor whose
+	 * promoted dir failed must still keep the nodes its predecessor passed
+	 * through on their backing files (fs/passthrough.c). */
+	if (passthrough_on(o) && fs_set_passthrough(r->fs, 1) < 0) {
+		snprintf(msg, msg_len, "out of memory");
+		return -ENOMEM;
+	}
 	if (r->stack.ahead) {
 		int e = start_order(r, rcfg, msg, msg_len);
 
@@ -536,6 +590,7 @@ static void register_stats(const struct options *o, struct running *r)
 	stats_reg_group(&r->reg, &fs_stats_group, r->fs);
 	stats_reg_group(&r->reg, &s3_stats_group, r->s3);
 	stats_reg_group(&r->reg, &cache_stats_group, r->stack.cache);
+	stats_reg_group(&r->reg, &promote_stats_group, r->promote);
 	stats_reg_group(&r->reg, &attach_stats_group, r->stack.attach);
 	stats_reg_group(&r->reg, &ahead_stats_group, r->stack.ahead);
 	stats_reg_group(&r->reg, &budget_stats_group, r->budget);
@@ -609,7 +664,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 			return -EIO;
 		}
 		r->mounted = 2;
-		(void)fs_session_parallel_dirops(r->se);    /* the replayed INIT's reply too */
+		(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
 		return 0;
@@ -620,7 +675,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
-	(void)fs_session_parallel_dirops(r->se);    /* logs when it cannot */
+	(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
 		e = keep_send_fuse_fd(r->ke->chan_fd, fuse_session_fd(r->se));
 		if (e < 0)

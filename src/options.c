@@ -78,6 +78,17 @@ static int set_debug(struct options *o, const char *arg, char *msg, size_t msg_l
 	return 0;
 }
 
+static int set_passthrough(struct options *o, const char *arg, char *msg, size_t msg_len)
+{
+	if (strcmp(arg, "on") == 0)
+		o->passthrough_off = 0;
+	else if (strcmp(arg, "off") == 0)
+		o->passthrough_off = 1;
+	else
+		return bad(msg, msg_len, "--passthrough: '%s' is not on or off", arg);
+	return 0;
+}
+
 static int set_log_level(struct options *o, const char *arg, char *msg, size_t msg_len)
 {
 	int lvl = log_level_parse(arg);
@@ -258,6 +269,13 @@ static const struct opt_spec opt_specs[] = {
 	  .help = "keep the kernel's readahead for the mount; by default,\n"
 		  "as root, feedfs raises it (/sys/class/bdi/.../\n"
 		  "read_ahead_kb) to the part size, at most 16MiB" },
+	{ .name = "passthrough", .metavar = "on|off", .kind = OPT_FN,
+	  .handler = set_passthrough,
+	  .help = "on (default): with --cache-dir, as root, on Linux\n"
+		  "6.9+, objects cached whole and verified are copied\n"
+		  "to plain files and their reads served by the kernel\n"
+		  "from them (FUSE passthrough); off: every read comes\n"
+		  "through the daemon" },
 	{ .name = "metrics-addr", .metavar = "HOST:PORT", .kind = OPT_FN,
 	  .handler = set_metrics_addr,
 	  .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n"

@@ -99,6 +99,15 @@ void cache_destroy(struct cache *c);
  * empty range or one past obj_size. */
 struct fetcher *cache_fetcher(struct cache *c);
 
+/* A fetch (fetch.h contract) that never goes to the inner fetcher when the
+ * range is not cached: done gets -ENODATA unless every block the range touches
+ * is cached whole (to EOF) or being written or read whole. Blocks read from
+ * the slab are CRC32C-checked as on every hit (a mismatch refetches the block
+ * through the inner fetcher with the ETag pinned, as a hit would). etag and
+ * obj_size are required (-EINVAL). The promoted-file builder uses it
+ * (promote.h). */
+int cache_fetch_cached(struct cache *c, struct fetch_req *fr);
+
 /* Waits until every slab write queued before the call has finished (tests,
  * benchmarks; never needed for correctness). Blocking; not from a done callback. */
 void cache_sync(struct cache *c);

@@ -65,9 +65,20 @@ void fs_set_session(struct fs *fs, struct fuse_session *se);
 
 /* After fuse_session_mount(): have the INIT reply carry FUSE_PARALLEL_DIROPS,
  * which libfuse 3.14 drops (src/fs/dirops.c), so lookups in one directory
- * need not wait for each other. 1 set up, 0 left off ($FEEDFS_PARALLEL_DIROPS=0),
- * -errno when libfuse refused (the mount still works, as before). */
-int fs_session_parallel_dirops(struct fuse_session *se);
+ * need not wait for each other, and, with passthrough != 0, FUSE passthrough
+ * (src/fs/passthrough.c). 1 set up, 0 left off ($FEEDFS_PARALLEL_DIROPS=0 and
+ * no passthrough), -errno when libfuse refused (the mount still works, as
+ * before, without either). */
+int fs_session_parallel_dirops(struct fuse_session *se, int passthrough);
+
+/* FUSE passthrough of promoted objects (promote.h; design in
+ * src/fs/passthrough.c). fs_set_promote: once, before the session starts (p
+ * may be NULL: no cache dir of our own). fs_set_passthrough: after
+ * fs_set_keep, before the session starts; on = 0 is --passthrough=off.
+ * 0 or -ENOMEM. */
+struct promote;
+void fs_set_promote(struct fs *fs, struct promote *p);
+int fs_set_passthrough(struct fs *fs, int on);
 
 /*
  * The object of mount-relative `path` (rules as fs_key_for_path): *key

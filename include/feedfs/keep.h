@@ -104,6 +104,18 @@ void keep_handle_close(struct keep *k, uint64_t fh);
 int keep_handle_get(struct keep *k, uint64_t fh, enum keep_kind kind, uint64_t *ino,
 		    uint64_t *size, char *etag);
 
+/* FUSE passthrough (src/fs/passthrough.c): the backing id a file handle was
+ * opened with (0: none). Backing ids belong to the connection, so a successor
+ * must know them to keep every open of a node on one backing file and to
+ * close an id when its node's last passthrough handle is released. The slot
+ * field was padding before: the region's layout and version do not change. */
+void keep_handle_set_backing(struct keep *k, uint64_t fh, int32_t backing);
+int32_t keep_handle_backing(struct keep *k, uint64_t fh);
+/* Every open file handle (a successor rebuilding its passthrough state). */
+typedef void (*keep_handle_fn)(void *arg, uint64_t fh, uint64_t ino, const char *etag,
+			       int32_t backing);
+void keep_handles_each(struct keep *k, keep_handle_fn fn, void *arg);
+
 /* Send the keeper the connection (first server, after mounting). */
 int keep_send_fuse_fd(int chan_fd, int fuse_fd);
 

@@ -64,6 +64,7 @@ struct options {
 	uint64_t block_size;
 	int cache_clear;
 	int no_bdi_readahead;
+	int passthrough_off;            /* --passthrough=off (promote.h, fs/passthrough.c) */
 	int no_keeper;              /* --no-keeper: no restart survival (keep.h) */
 	char *metrics_host;             /* owned; --metrics-addr's host: an IPv4 literal,
 					 * "localhost" or an IPv6 literal without its

@@ -83,6 +83,7 @@ struct creq {
 	uint32_t nwaiters;          /* allocated: enough for every unit the request may touch */
 	uint32_t pending;
 	int barrier;                /* cache_sync */
+	int cached_only;            /* cache_fetch_cached: -ENODATA unless every block is here */
 	int err;
 	struct creq *qnext;
 	struct waiter w[];
@@ -722,6 +723,47 @@ static void start_run(struct cache *c, struct creq *r, struct bop *run, uint64_t
 	bop_start(car);
 }
 
+/* cache_fetch_cached, one unit: cached with need bytes, or being read or
+ * written with them. */
+static int unit_here(struct cache *c, struct cksum_h128 id, uint32_t need)
+{
+	uint32_t rec;
+
+	if (table_find(c, id, need))
+		return 1;
+	rec = idx_lookup(&c->ix, id);
+	return rec != IDX_NONE && c->ix.rec[rec].len >= need;
+}
+
+/* cache_fetch_cached: is every block of r here whole (to EOF), as a block
+ * or as all of its pieces? A block of which some pieces are missing is not:
+ * a partially cached object is never served from the cache alone. */
+static int all_cached(struct cache *c, const struct creq *r)
+{
+	uint64_t first = r->off / c->bs, last = (r->off + r->len - 1) / c->bs;
+
+	for (uint64_t blk = first; blk <= last; blk++) {
+		uint64_t bstart = blk * c->bs, bend = bstart + c->bs;
+		int whole = 1;
+
+		if (bend > r->obj_size)
+			bend = r->obj_size;
+		if (unit_here(c, cksum_h128_block(r->obj, blk), (uint32_t)(bend - bstart)))
+			continue;
+		if (c->piece >= c->bs)
+			return 0;
+		for (uint64_t p = bstart / c->piece; p * c->piece < bend && whole; p++) {
+			uint64_t ps = p * c->piece, pe = ps + c->piece < bend ? ps + c->piece : bend;
+
+			whole = unit_here(c, cksum_h128_block(r->obj, PIECE_TAG | p),
+					  (uint32_t)(pe - ps));
+		}
+		if (!whole)
+			return 0;
+	}
+	return 1;
+}
+
 /*
  * Split a new request into waiters on unit operations. A block the request
  * covers whole (to EOF), or whose size is unknown, is one unit. A block it
@@ -743,6 +785,10 @@ static void req_begin(struct cache *c, struct creq *r)
 		return;
 	}
 	r->pending = 1;                     /* not done before the loop ends */
+	if (r->cached_only && !all_cached(c, r)) {
+		req_finish_block(r, -ENODATA);
+		return;
+	}
 	for (uint64_t blk = first; blk <= last; blk++) {
 		uint64_t bstart = blk * c->bs, bend = bstart + c->bs;
 		uint64_t s = r->off > bstart ? r->off : bstart;
@@ -756,8 +802,10 @@ static void req_begin(struct cache *c, struct creq *r)
 			want = (uint32_t)(bend - bstart);
 		}
 		rec = idx_lookup(&c->ix, id);
-		if (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs || (s == bstart && e == bend) ||
-		    table_find(c, id, need) ||
+		/* A whole block is one unit, except for a cached-only request
+		 * when only its pieces are here (all_cached checked them all). */
+		if (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs ||
+		    (s == bstart && e == bend && !r->cached_only) || table_find(c, id, need) ||
 		    (rec != IDX_NONE && c->ix.rec[rec].len >= need)) {
 			struct waiter *w = &r->w[nw++];
 
@@ -893,9 +941,8 @@ static struct cksum_h128 object_id(const struct cache *c, const char *key, size_
  * fetched and cached whole (the last one short), whatever part of it was
  * asked for; without it (FETCH_SIZE_UNKNOWN) a block may be widened down to
  * its start but never past the requested end. */
-static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
+static int fetch_common(struct cache *c, struct fetch_req *fr, int cached_only)
 {
-	struct cache *c = fetcher_of(f, struct cache, base);
 	const char *key = fr->key, *etag = fr->etag;
 	size_t key_len = fr->key_len, len = fr->len;
 	uint64_t obj_size = fr->obj_size, off = fr->off;
@@ -905,6 +952,8 @@ static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
 	char *p;
 
 	if (!len || !fr->buf || !fr->done || off + len < off)
+		return -EINVAL;
+	if (cached_only && (!etag || !etag[0] || obj_size == SIZE_UNKNOWN))
 		return -EINVAL;
 	if (!etag || !etag[0]) {
 		/* Without a version we could not tell a changed object: no caching.
@@ -937,8 +986,19 @@ static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
 	r->buf = fr->buf;
 	r->fr = fr;
 	r->nwaiters = (uint32_t)nw;
+	r->cached_only = cached_only;
 	push_req(c, r);
 	return 0;
+}
+
+static int cache_fetch(struct fetcher *f, struct fetch_req *fr)
+{
+	return fetch_common(fetcher_of(f, struct cache, base), fr, 0);
+}
+
+int cache_fetch_cached(struct cache *c, struct fetch_req *fr)
+{
+	return fetch_common(c, fr, 1);
 }
 
 /* A request the cache holds is one or more block operations that other

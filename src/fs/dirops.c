@@ -15,8 +15,14 @@
  * first reply of the session (the kernel sends nothing else until INIT is
  * answered), recognised by its size and version, and only when the kernel
  * offered the flag (fs_dirops_offered, from op_init). Every other message is
- * written as is. $FEEDFS_PARALLEL_DIROPS=0 leaves the reply alone (to measure
+ * written as is. $FEEDFS_PARALLEL_DIROPS=0 leaves the bit alone (to measure
  * the difference).
+ *
+ * The same seam carries FUSE passthrough (passthrough.c, which libfuse 3.14
+ * predates): the INIT reply's flags2 and max_stack_depth, and OPEN replies
+ * that the open handler marked for passthrough (FOPEN_PASSTHROUGH and the
+ * backing id). An own request loop on /dev/fuse would have done the same
+ * with far more code to own; the seam is two hooks.
  */
 #include "fs_i.h"
 
@@ -28,12 +34,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "feedfs/fuse_passthrough.h"
 #include "feedfs/log.h"
 
 #define TAG "fs"
 
 static atomic_int dirops_offered;     /* op_init saw the kernel offer it */
 static atomic_int init_done;          /* the INIT reply has gone */
+static int dirops_wanted;             /* set before the session starts */
 
 void fs_dirops_offered(int offered)
 {
@@ -49,10 +57,19 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_init_out out;
+	struct fuse_pt_open_out open_out;
 	struct iovec mine[2];
 	const struct fuse_out_header *oh = iov[0].iov_base;
+	int changed = 0;
 
 	(void)userdata;
+	if (count == 2 && oh->error == 0 && fs_pt_open_reply(iov, count, &open_out)) {
+		/* An OPEN reply of this thread, to pass through (passthrough.c). */
+		mine[0] = iov[0];
+		mine[1].iov_base = &open_out;
+		mine[1].iov_len = sizeof(open_out);
+		return writev(fd, mine, 2);
+	}
 	if (atomic_load(&init_done) || count != 2 || iov[0].iov_len != sizeof(*oh) ||
 	    oh->error != 0 || iov[1].iov_len < offsetof(struct fuse_init_out, flags) +
 	    sizeof(out.flags) || iov[1].iov_len > sizeof(out))
@@ -60,29 +77,35 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	atomic_store(&init_done, 1);
 	memset(&out, 0, sizeof(out));
 	memcpy(&out, iov[1].iov_base, iov[1].iov_len);
-	if (out.major != FUSE_KERNEL_VERSION || !atomic_load(&dirops_offered))
+	if (out.major != FUSE_KERNEL_VERSION)
 		return writev(fd, iov, count);
-	if (!(out.flags & FUSE_PARALLEL_DIROPS)) {
+	if (dirops_wanted && atomic_load(&dirops_offered) && !(out.flags & FUSE_PARALLEL_DIROPS)) {
 		out.flags |= FUSE_PARALLEL_DIROPS;
+		changed = 1;
 		log_debug(TAG, "init: parallel dirops set in the reply (libfuse left it out)");
 	}
+	_Static_assert(sizeof(out) == sizeof(struct fuse_pt_init_out), "7.38 and 7.40 sizes");
+	changed |= fs_pt_init_reply(&out, iov[1].iov_len);
+	if (!changed)
+		return writev(fd, iov, count);
 	mine[0] = iov[0];
 	mine[1].iov_base = &out;
 	mine[1].iov_len = iov[1].iov_len;
 	return writev(fd, mine, 2);
 }
 
-int fs_session_parallel_dirops(struct fuse_session *se)
+int fs_session_parallel_dirops(struct fuse_session *se, int passthrough)
 {
 	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
 	const char *env = getenv("FEEDFS_PARALLEL_DIROPS");
 	int fd = fuse_session_fd(se);
 
-	if ((env && strcmp(env, "0") == 0) || fd < 0)
+	dirops_wanted = !(env && strcmp(env, "0") == 0);
+	if ((!dirops_wanted && !passthrough) || fd < 0)
 		return 0;
 	if (fuse_session_custom_io(se, &io, fd) != 0) {
-		log_warn(TAG, "cannot ask for parallel directory operations: lookups in one "
-			 "directory run one at a time");
+		log_warn(TAG, "cannot patch the INIT reply: lookups in one directory run one "
+			 "at a time, and reads are never passed through");
 		return -EIO;
 	}
 	return 1;

@@ -44,7 +44,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "feedfs/fuse_passthrough.h"
 #include "feedfs/gpu.h"
+#include "feedfs/promote.h"
 #include "feedfs/log.h"
 #include "feedfs/s3.h"
 #include "feedfs/util.h"
@@ -645,20 +647,60 @@ static void file_release(struct fs *fs, uint64_t fh)
 
 	if (!fs->keep) {
 		f = (struct fs_file *)(uintptr_t)fh;
+		if (f && f->pt_counted)
+			fs_pt_release(fs, f->ino, f->backing);
 	} else {
+		uint64_t ino, size;
+
 		if (fh == 0 || fh > KEEP_SLOTS)
 			return;
 		pthread_mutex_lock(&fs->lock);
 		f = fs->files[fh - 1];
 		__atomic_store_n(&fs->files[fh - 1], NULL, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&fs->lock);
+		/* The slot, not f: a passthrough handle a predecessor opened is
+		 * never adopted here (no READ comes for it). */
+		if (fs->pt && keep_handle_get(fs->keep, fh, KEEP_FILE, &ino, &size, NULL) == 0)
+			fs_pt_release(fs, ino, keep_handle_backing(fs->keep, fh));
 		keep_handle_close(fs->keep, fh);
 	}
 	if (f) {
 		open_files_del(fs, f);
+		if (f->want_key && fs->promote)
+			promote_want(fs->promote, f->want_key, f->want_key_len,
+				     f->want_key + f->want_key_len + 1, f->want_size);
 		rd_close(f->rd);
+		free(f->want_key);
 		free(f);
 	}
+}
+
+void fs_set_promote(struct fs *fs, struct promote *p)
+{
+	fs->promote = p;
+}
+
+int fs_set_passthrough(struct fs *fs, int on)
+{
+	return fs_pt_init(fs, on);
+}
+
+/* Remember (key, etag, size) to ask for its promotion when f is released:
+ * by then the reader has usually read it whole, so every block is cached
+ * (or in its write-behind) and the promoter can build the file. */
+static void want_promotion(struct fs_file *f, const char *key, size_t klen, const char *etag,
+			   uint64_t size)
+{
+	size_t elen = strlen(etag);
+
+	f->want_key = malloc(klen + elen + 2);
+	if (!f->want_key)
+		return;                     /* not promoted: reads stay the normal way */
+	memcpy(f->want_key, key, klen);
+	f->want_key[klen] = '\0';
+	memcpy(f->want_key + klen + 1, etag, elen + 1);
+	f->want_key_len = klen;
+	f->want_size = size;
 }
 
 void fs_set_session(struct fs *fs, struct fuse_session *se)
@@ -711,6 +753,22 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 		free(f);
 		return -ENOMEM;
 	}
+	f->ino = ino;
+	if (fs->pt) {
+		/* After refresh_attrs: the ETag is the one the normal path would
+		 * pin, so a replaced object is never read from an older file. */
+		r = fs_pt_open(fs, ino, key, klen, etag, size, fi->flags);
+		if (r < 0) {
+			rd_close(f->rd);
+			free(f);
+			free(key);
+			return r;
+		}
+		f->backing = r;
+		f->pt_counted = 1;
+		if (!f->backing && fs_pt_active(fs) && etag[0] && size > 0)
+			want_promotion(f, key, klen, etag, size);
+	}
 	FS_STAT_INC(fs, opens);
 	if (keep) {
 		FS_STAT_INC(fs, keep_cache);
@@ -731,28 +789,40 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (r < 0) {
 		log_warn(TAG, "open of inode %llu: %d handles open already: ENFILE",
 			 (unsigned long long)ino, KEEP_SLOTS);
+		if (f->pt_counted)
+			fs_pt_release(fs, ino, f->backing);
 		rd_close(f->rd);
+		free(f->want_key);
 		free(f);
 		free(key);
 		return r;
 	}
+	if (fs->keep && f->backing > 0)
+		keep_handle_set_backing(fs->keep, f->fh, f->backing);
 	fi->keep_cache = keep;
 	/* Read-only: nothing to flush, so close() costs the reader no round trip. */
 	fi->noflush = 1;
 	fs_order_opened(fs, ino);
-	if (fs->opened)
-		fs->opened(fs->opened_arg, key, klen);     /* loader-order prefetch */
+	/* Loader-order prefetch; not for a passed-through file, whose reads
+	 * never come here (the next files are likely promoted too). */
+	if (fs->opened && !f->backing)
+		fs->opened(fs->opened_arg, key, klen);
 	free(key);
-	return 0;
+	return f->backing;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	int r = do_open(req_fs(req), ino, fi);
+	int r = do_open(req_fs(req), ino, fi), e;
 
-	if (r < 0)
+	if (r < 0) {
 		fuse_reply_err(req, -r);
-	else if (fuse_reply_open(req, fi) == -ENOENT)
+		return;
+	}
+	fs_pt_reply_begin(r);               /* the seam patches this reply (passthrough.c) */
+	e = fuse_reply_open(req, fi);
+	fs_pt_reply_end();
+	if (e == -ENOENT)
 		file_release(req_fs(req), fi->fh);      /* interrupted open */
 }
 
@@ -1015,6 +1085,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	fs_dirops_offered(!!(conn->capable & FUSE_CAP_PARALLEL_DIROPS));
+	/* Passthrough came with 7.40; libfuse 3.14's capable bits end at 32. */
+	fs_pt_offered(conn->proto_major == 7 && conn->proto_minor >= FUSE_PT_MINOR);
 	/* The kernel drops cached pages when a refreshed mtime/size differs. */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;
@@ -1135,6 +1207,7 @@ void fs_destroy(struct fs *fs)
 {
 	if (!fs)
 		return;
+	fs_pt_destroy(fs);
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
 	free(fs->files);

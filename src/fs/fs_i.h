@@ -17,6 +17,29 @@
 /* dirops.c: op_init says whether the kernel offered parallel dirops. */
 void fs_dirops_offered(int offered);
 
+/* passthrough.c (its DESIGN block): FUSE passthrough of promoted objects. */
+struct fs;
+struct iovec;
+void fs_pt_offered(int offered);                /* op_init: protocol 7.40+ */
+int fs_pt_init(struct fs *fs, int on);          /* after fs_set_keep; 0, -ENOMEM */
+void fs_pt_destroy(struct fs *fs);
+int fs_pt_active(const struct fs *fs);
+int fs_pt_negotiated(void);
+/* The reply seam (dirops.c): patch the INIT reply (1 when patched), and an
+ * OPEN reply sent by this thread after fs_pt_reply_begin (1: copy holds the
+ * patched fuse_open_out to send instead). */
+int fs_pt_init_reply(void *init_out, size_t len);
+int fs_pt_open_reply(const struct iovec *iov, int count, void *copy);
+void fs_pt_reply_begin(int32_t backing);
+void fs_pt_reply_end(void);
+/* An open of node ino reading (key, etag, size), with the open's flags: the backing id to pass
+ * through (> 0), 0 for a normal open, -ESTALE when the node is open for
+ * passthrough on another version. Each call >= 0 is paired with one
+ * fs_pt_release(ino, the id or 0). */
+int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const char *etag,
+	       uint64_t size, int flags);
+void fs_pt_release(struct fs *fs, uint64_t ino, int32_t backing);
+
 struct s3_list_page;
 struct s3_object;
 
@@ -29,6 +52,10 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
 	uint64_t read_bytes;            /* bytes answered to FUSE reads */
+	uint64_t pt_opens;              /* opens answered with passthrough */
+	uint64_t pt_backing_opens;      /* backing files registered with the kernel */
+	uint64_t pt_refused;            /* backing files the kernel refused */
+	uint64_t pt_stale;              /* opens failed: passthrough on an older version */
 	/* Gauges, filled only in snapshots (under fs->lock). */
 	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
 };
@@ -62,6 +89,12 @@ struct fs_order_dir {
 struct fs_file {
 	struct rd_file *rd;
 	uint64_t fh;                    /* under a keeper: its slot's fh (keep.h) */
+	uint64_t ino;
+	int32_t backing;                /* passthrough backing id; 0: a normal open */
+	int pt_counted;                 /* fs_pt_open counted it: fs_pt_release at the end */
+	char *want_key;                 /* promote at release (key, NUL, ETag); NULL: no */
+	size_t want_key_len;
+	uint64_t want_size;
 	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
 };
 
@@ -71,6 +104,8 @@ struct fs {
 	fs_opened_fn opened;            /* set once at start (fs_set_opened) */
 	void *opened_arg;
 	struct gpu *gpu;                /* set once at start (fs_set_gpu); may be NULL */
+	struct promote *promote;        /* set once at start (fs_set_promote); may be NULL */
+	struct fs_pt *pt;               /* passthrough state; NULL: --passthrough=off */
 	char *prefix;                   /* owned copy of opts.prefix */
 	size_t prefix_len;
 	struct s3_client *s3;

@@ -49,7 +49,7 @@ struct keep_hdr {
 
 struct keep_slot {
 	uint32_t kind;                      /* enum keep_kind; written last */
-	uint32_t pad;
+	int32_t backing;                    /* FUSE passthrough backing id; 0: none */
 	uint64_t ino;
 	uint64_t size;
 	char etag[KEEP_ETAG_MAX];
@@ -337,6 +337,7 @@ int64_t keep_handle_open(struct keep *k, enum keep_kind kind, uint64_t ino, uint
 		s = &k->slots[i];
 		s->ino = ino;
 		s->size = size;
+		s->backing = 0;
 		memset(s->etag, 0, sizeof(s->etag));
 		if (etag)
 			strncpy(s->etag, etag, sizeof(s->etag) - 1);
@@ -358,6 +359,35 @@ void keep_handle_close(struct keep *k, uint64_t fh)
 	pthread_mutex_lock(&k->mu);
 	k->used[i / 64] &= ~(1ull << (i % 64));
 	pthread_mutex_unlock(&k->mu);
+}
+
+void keep_handle_set_backing(struct keep *k, uint64_t fh, int32_t backing)
+{
+	if (fh == 0 || fh > KEEP_SLOTS)
+		return;
+	__atomic_store_n(&k->slots[fh - 1].backing, backing, __ATOMIC_RELEASE);
+}
+
+int32_t keep_handle_backing(struct keep *k, uint64_t fh)
+{
+	if (fh == 0 || fh > KEEP_SLOTS)
+		return 0;
+	return __atomic_load_n(&k->slots[fh - 1].backing, __ATOMIC_ACQUIRE);
+}
+
+void keep_handles_each(struct keep *k, keep_handle_fn fn, void *arg)
+{
+	uint32_t hwm = __atomic_load_n(&k->hdr->slots_hwm, __ATOMIC_ACQUIRE);
+
+	/* Not past the mark: reading a slot page never written would allocate it. */
+	for (uint32_t i = 0; i < hwm && i < KEEP_SLOTS; i++) {
+		const struct keep_slot *s = &k->slots[i];
+
+		if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) != KEEP_FILE)
+			continue;
+		fn(arg, (uint64_t)i + 1, s->ino, s->etag,
+		   __atomic_load_n(&s->backing, __ATOMIC_ACQUIRE));
+	}
 }
 
 int keep_handle_get(struct keep *k, uint64_t fh, enum keep_kind kind, uint64_t *ino,

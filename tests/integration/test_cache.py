@@ -110,7 +110,10 @@ def test_many_small_files_share_pages_and_second_mount_makes_zero_gets(
     for k, n in keys.items():
         s3.put_object(Bucket=b, Key=k, Body=content_for(k, n))
     cdir = str(tmp_path / "cache")
-    args = ("--cache-dir", cdir, "--block-size", "1M", "--cache-size", "8M")
+    # The second mount must read every file from the slab: with passthrough
+    # on, files promoted by the first mount would be read by the kernel
+    # instead (test_passthrough.py covers that path).
+    args = ("--cache-dir", cdir, "--block-size", "1M", "--cache-size", "8M", "--passthrough=off")
     m1 = mount(b, "", *args, "--hedge-budget", "0", endpoint=proxy.url)
     assert read_all(m1, keys) == expected_for(keys)
     st = cache_stats(m1, proxy)

@@ -9,6 +9,7 @@
 #include "feedfs/gpu.h"
 #include "feedfs/hint.h"
 #include "feedfs/prefetch.h"
+#include "feedfs/promote.h"
 #include "feedfs/s3.h"
 #include "feedfs/stats.h"
 #include "harness.h"
@@ -152,6 +153,7 @@ static void t_every_metric_documented(void)
 	static const struct stats_group *groups[] = {
 		&s3_stats_group, &fs_stats_group, &cache_stats_group, &attach_stats_group,
 		&ahead_stats_group, &budget_stats_group, &hint_stats_group, &gpu_stats_group,
+		&promote_stats_group,
 	};
 	static const char *hist_metrics[] = {
 		"feedfs_s3_request_duration_seconds", "feedfs_fuse_read_duration_seconds",
