@@ -314,7 +314,7 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 
 	/* Complete: immutable from now on, so it can be shared with the node. */
 	dh->done = 1;
-	dh->l->complete = 1;
+	fs_listing_done(dh->l);
 	fs_listing_log_hidden(dh->prefix, dh->l->hidden);
 	pthread_mutex_lock(&fs->lock);
 	/* Out of memory only costs the cache entry: the handle has its listing. */
@@ -379,7 +379,7 @@ static ssize_t do_readdir(struct fs *fs, fuse_req_t req, struct fs_dirh *dh, cha
 			pthread_mutex_lock(&fs->lock);
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (n) {
-				fs_node_set_from_dirent(n, d, dh->l->fetched_ms);
+				fs_node_set_from_dirent(&fs->inodes, n, d, dh->l->fetched_ms);
 				n->nlookup++;
 				fs_fill_entry(fs, n, &e);
 			}

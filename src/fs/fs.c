@@ -285,7 +285,7 @@ again:
 
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (n) {
-				fs_node_set_from_dirent(n, d, when);
+				fs_node_set_from_dirent(&fs->inodes, n, d, when);
 				n->nlookup++;
 				fs_fill_entry(fs, n, e);
 				r = 0;
@@ -336,7 +336,7 @@ again:
 		n = fs_inodes_get_path(&fs->inodes, path, plen, r == 1);
 		if (n) {
 			if (r == 0)
-				fs_node_set_from_object(n, &obj, now);
+				fs_node_set_from_object(&fs->inodes, n, &obj, now);
 			n->nlookup++;
 			fs_fill_entry(fs, n, e);
 			r = 0;
@@ -438,18 +438,24 @@ static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *e
 			s3_object_cleanup(&obj);
 		return r < 0 ? r : -ESTALE;
 	}
-	fs_node_set_from_object(n, &obj, now);
+	fs_node_set_from_object(&fs->inodes, n, &obj, now);
 	s3_object_cleanup(&obj);
 fill:
 	if (st)
 		fs_fill_stat(fs, n, st);
 	if (etag)
-		fs_copy_etag(etag, n->etag);
+		fs_node_etag(n, etag);
 	if (size)
 		*size = n->size;
 	if (keep_cache) {
-		*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0;
-		fs_copy_etag(n->open_etag, n->etag);
+		char cur[FS_ETAG_MAX];
+		/* | 1: 0 stays "no open yet" */
+		uint64_t h;
+
+		fs_node_etag(n, cur);
+		h = cur[0] ? fs_hash64(cur, strlen(cur), 0x6f70656e) | 1 : 0;
+		*keep_cache = h && n->open_etag_hash == h;
+		n->open_etag_hash = h;
 	}
 	r = n->is_dir ? 1 : 0;
 	pthread_mutex_unlock(&fs->lock);

@@ -157,14 +157,18 @@ int fs_path_key(const struct fs *fs, const char *path, size_t len, unsigned flag
 		char **key, size_t *key_len);
 /* A file node's attributes were learnt within the metadata TTL. */
 int fs_attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms);
-void fs_copy_etag(char *dst, const char *src);
 /* Fill a FUSE entry / stat for a node. */
 void fs_fill_entry(const struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e);
 void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st);
-/* Copy a listed file's attributes to the node unless it knows newer ones. */
-void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms);
+/* Copy a listed file's attributes to the node unless it knows newer ones
+ * (t: the table the node is in, which counts its bytes). */
+void fs_node_set_from_dirent(struct fs_inodes *t, struct fs_node *n, const struct fs_dirent *d,
+			     int64_t when_ms);
 /* Attributes from a HEAD (always newer than any listing's). */
-void fs_node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms);
+void fs_node_set_from_object(struct fs_inodes *t, struct fs_node *n, const struct s3_object *o,
+			     int64_t when_ms);
+/* The node's ETag as text into dst (FS_ETAG_MAX bytes; "" for none). */
+void fs_node_etag(const struct fs_node *n, char *dst);
 
 /* ---- listing.c: subtree listings and the listing cache ---- */
 /* A fresh complete listing of directory path, borrowed (fs->lock held). */
