@@ -284,6 +284,8 @@ again:
 			int64_t when = pl->fetched_ms;
 
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
+			if (!d->is_dir && p->plus_hint < 255)
+				p->plus_hint++;     /* dir.c plus_files */
 			if (n) {
 				fs_node_set_from_dirent(&fs->inodes, n, d, when);
 				n->nlookup++;
@@ -507,9 +509,20 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---------- files ---------- */
 
+/* The node of f->ino counts its open handles: reap.c never evicts an open
+ * file (fs->lock held). */
+static void node_opened_locked(struct fs *fs, struct fs_file *f, int delta)
+{
+	struct fs_node *n = fs_inodes_get(&fs->inodes, f->ino);
+
+	if (n && (delta > 0 || n->opens))
+		n->opens += (uint32_t)delta;
+}
+
 static void open_files_add(struct fs *fs, struct fs_file *f)
 {
 	pthread_mutex_lock(&fs->lock);
+	node_opened_locked(fs, f, 1);
 	f->next = &fs->open_files;
 	f->prev = fs->open_files.prev;
 	fs->open_files.prev->next = f;
@@ -520,6 +533,7 @@ static void open_files_add(struct fs *fs, struct fs_file *f)
 static void open_files_del(struct fs *fs, struct fs_file *f)
 {
 	pthread_mutex_lock(&fs->lock);
+	node_opened_locked(fs, f, -1);
 	f->prev->next = f->next;
 	f->next->prev = f->prev;
 	pthread_mutex_unlock(&fs->lock);
@@ -612,10 +626,12 @@ static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 		return NULL;
 	}
 	f->fh = fh;
+	f->ino = ino;
 	pthread_mutex_lock(&fs->lock);
 	had = fs->files[fh - 1];
 	if (!had) {
 		__atomic_store_n(&fs->files[fh - 1], f, __ATOMIC_RELEASE);
+		node_opened_locked(fs, f, 1);
 		f->next = &fs->open_files;
 		f->prev = fs->open_files.prev;
 		fs->open_files.prev->next = f;
@@ -670,6 +686,7 @@ static void file_release(struct fs *fs, uint64_t fh)
 void fs_set_session(struct fs *fs, struct fuse_session *se)
 {
 	fs->se = se;
+	fs_reap_start(fs);
 }
 
 void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg)
@@ -718,6 +735,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 		return -ENOMEM;
 	}
 	FS_STAT_INC(fs, opens);
+	f->ino = ino;
 	if (keep) {
 		FS_STAT_INC(fs, keep_cache);
 	} else if (moved && fs->se) {
@@ -1013,9 +1031,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = 1u << 20;            /* matches the max_read= mount option */
 	conn->max_readahead = 1u << 20;
 	conn->max_write = 1u << 20;           /* libfuse derives max_pages from it */
+	/* Plus where the reader also looks entries up, plain for a walk that
+	 * only needs names (dir.c DESIGN): a stat after a plain readdir is a
+	 * lookup answered from the cached listing, never a HEAD per entry. */
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
-	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;   /* always plus: no HEAD per entry */
+	if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
+		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
@@ -1105,13 +1127,18 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	 * unwind through it whatever is still unset. */
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->inflight_done, NULL);
+	pthread_mutex_init(&fs->reap_mu, NULL);
+	util_cond_init_monotonic(&fs->reap_cond);
 	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
 	fs->neg = calloc(1, sizeof(*fs->neg));
 	if (!fs->prefix || !fs->neg)
 		goto fail;
-	r = fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES);
+	/* The listing cache's own bound: the metadata share when there is one
+	 * (reap.c trims it further by what the nodes take). */
+	fs->meta_max = opts->metadata_max_bytes;
+	r = fs_lcache_init(&fs->lcache, fs->meta_max ? fs->meta_max : FS_LCACHE_MAX_BYTES);
 	if (r < 0)
 		goto fail;
 	r = fs_inodes_init(&fs->inodes);
@@ -1141,6 +1168,7 @@ void fs_destroy(struct fs *fs)
 {
 	if (!fs)
 		return;
+	fs_stop(fs);
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
 	free(fs->files);
@@ -1149,6 +1177,8 @@ void fs_destroy(struct fs *fs)
 		neg_clear(fs->neg);
 	free(fs->neg);
 	pthread_cond_destroy(&fs->inflight_done);
+	pthread_cond_destroy(&fs->reap_cond);
+	pthread_mutex_destroy(&fs->reap_mu);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->prefix);
 	free(fs);

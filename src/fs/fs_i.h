@@ -14,6 +14,19 @@
 #include "feedfs/prefetch.h"
 #include "inode_i.h"
 
+/* ---- reap.c: metadata within fs->meta_max (DESIGN there) ---- */
+/* Nodes above this share (percent) of meta_max are invalidated down to the
+ * low one: listings get at least what the nodes leave. */
+#define FS_META_NODES_HIGH 75
+#define FS_META_NODES_LOW 60
+struct fs;
+size_t fs_meta_bytes(const struct fs *fs);
+/* Drop listings, oldest first, to what the nodes leave (fs->lock held). */
+void fs_meta_trim_listings(struct fs *fs);
+/* The reaper thread: started with the session (fs_set_session), stopped by
+ * fs_stop. */
+void fs_reap_start(struct fs *fs);
+
 /* dirops.c: op_init says whether the kernel offered parallel dirops. */
 void fs_dirops_offered(int offered);
 
@@ -29,8 +42,12 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t getattrs, size_invals;
 	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
 	uint64_t read_bytes;            /* bytes answered to FUSE reads */
+	uint64_t readdir_kept;          /* opendirs answered from the kernel's readdir cache */
+	uint64_t readdir_regen;         /* see dir.c DESIGN: a lazy handle's listing changed */
+	uint64_t meta_invals;           /* entries the kernel was asked to forget (reap.c) */
 	/* Gauges, filled only in snapshots (under fs->lock). */
 	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
+	uint64_t node_bytes, meta_bytes, meta_max;
 };
 
 /* Histograms of the read path (stats.c names them). */
@@ -61,6 +78,7 @@ struct fs_order_dir {
 /* One open handle (fi->fh). */
 struct fs_file {
 	struct rd_file *rd;
+	fuse_ino_t ino;                 /* its node counts it open (reap.c spares it) */
 	uint64_t fh;                    /* under a keeper: its slot's fh (keep.h) */
 	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
 };
@@ -101,6 +119,13 @@ struct fs {
 	struct keep *keep;
 	struct fs_file **files;
 	struct fs_dirh **dirs;
+
+	/* Metadata budget (reap.c): listings + nodes within meta_max bytes. */
+	size_t meta_max;                /* 0: unbounded (no --max-memory share given) */
+	pthread_mutex_t reap_mu;        /* never held with `lock` */
+	pthread_cond_t reap_cond;
+	pthread_t reap_thread;
+	int reap_running, reap_stop;
 
 	struct fs_stats stats;
 	struct stats_hist hist[FS_HIST_N];

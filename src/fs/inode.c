@@ -97,6 +97,8 @@ struct fs_node *fs_inodes_get(struct fs_inodes *t, uint64_t ino)
 	size_t len;
 	int is_dir;
 
+	if (n)
+		n->used = 1;
 	if (n || !t->keep || !keep_find_node(t->keep, ino, &path, &len, &is_dir))
 		return n;
 	/* A number the previous server gave out (keep.h): the kernel holds a
@@ -223,6 +225,8 @@ struct fs_node *fs_inodes_get_path(struct fs_inodes *t, const char *path, size_t
 {
 	struct fs_node *n = fs_inodes_find(t, path, len, is_dir);
 
+	if (n)
+		n->used = 1;
 	return n ? n : fs_inodes_add(t, path, len, is_dir);
 }
 

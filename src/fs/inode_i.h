@@ -36,7 +36,12 @@ struct fs_node {
 	/* Attributes (files), valid while attr_ms is within the metadata TTL. */
 	uint64_t size;
 	int64_t mtime_ms;            /* wall clock */
-	int64_t attr_ms;             /* monotonic time they were learnt; 0: stale */
+	union {
+		int64_t attr_ms;     /* files: monotonic time the attributes were learnt;
+		                      * 0: stale */
+		int64_t rdc_ms;      /* directories: fetched_ms of the listing last given
+		                      * to the kernel's readdir cache (dir.c); 0: none */
+	};
 	uint64_t open_etag_hash;     /* of the ETag at the previous open (0: none):
 	                              * the keep_cache decision */
 	struct fs_etag etag;         /* etag_kind says the form; FS_ETAG_STR: malloc'd */
@@ -47,7 +52,8 @@ struct fs_node {
 	uint8_t size_moved;          /* set again to another value: the kernel may hold an
 	                              * older size (fs.c do_open invalidates it) */
 	uint8_t used;                /* touched since the reaper last passed (CLOCK bit) */
-	uint8_t pad;
+	uint8_t plus_hint;           /* directories: files looked up in it, saturating,
+	                              * halved at each opendir (dir.c plus_files) */
 	uint16_t path_len;           /* <= FS_KEY_MAX */
 	char path[];                 /* from the mount root, no leading/trailing '/';
 	                              * root ""; NUL-terminated */

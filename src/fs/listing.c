@@ -58,9 +58,14 @@ int fs_listing_install(struct fs *fs, const char *path, size_t len, struct fs_li
 {
 	struct fs_listing *cur = fs_listing_cached(fs, path, len, now_ms);
 
+	int r;
+
 	if (cur && cur->fetched_ms > l->fetched_ms)
 		return 0;
-	return fs_lcache_put(&fs->lcache, path, len, l);
+	r = fs_lcache_put(&fs->lcache, path, len, l);
+	if (fs->meta_max)
+		fs_meta_trim_listings(fs);
+	return r;
 }
 
 void fs_listing_log_hidden(const char *prefix, uint64_t hidden)

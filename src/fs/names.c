@@ -761,9 +761,15 @@ int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_l
 	else
 		c->oldest = e;
 	c->newest = e;
+	fs_lcache_trim(c, c->max_bytes);
+	return 0;
+}
+
+void fs_lcache_trim(struct fs_lcache *c, size_t max_bytes)
+{
 	/* Oldest first; a listing bigger than the whole bound is still kept
 	 * alone (the directory being read needs it). */
-	while (c->bytes > c->max_bytes && c->oldest && c->oldest != e) {
+	while (c->bytes > max_bytes && c->oldest && c->oldest != c->newest) {
 		struct fs_lcache_ent *o = c->oldest;
 
 		c->evictions++;
@@ -771,7 +777,6 @@ int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_l
 		if (!o->big_until_ms)
 			lc_remove(c, lc_slot(c, o->path, o->len, o->hash));
 	}
-	return 0;
 }
 
 int fs_lcache_mark_big(struct fs_lcache *c, const char *path, size_t len, int64_t until_ms)

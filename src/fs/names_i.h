@@ -231,6 +231,9 @@ struct fs_listing *fs_lcache_get(struct fs_lcache *c, const char *path, size_t l
 /* Installs (takes a new reference on) l as path's listing, replacing any.
  * 0 or -ENOMEM (the cache is unchanged then). */
 int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_listing *l);
+/* Evict the oldest listings until the cache holds at most max_bytes, always
+ * keeping the newest (the directory being read needs it). */
+void fs_lcache_trim(struct fs_lcache *c, size_t max_bytes);
 /* The "too big" mark: set until until_ms; test at now_ms. */
 int fs_lcache_mark_big(struct fs_lcache *c, const char *path, size_t len, int64_t until_ms);
 int fs_lcache_is_big(struct fs_lcache *c, const char *path, size_t len, int64_t now_ms);
