@@ -145,6 +145,26 @@ static int dirh_share_cached(struct fs *fs, struct fs_dirh *dh, int64_t now_ms)
 	return 1;
 }
 
+/* A walk opens this directory: list the next ones of its parent ahead
+ * (listing.c), from the parent's cached listing (fs->lock held). */
+static void list_ahead_locked(struct fs *fs, const struct fs_dirh *dh, int64_t now)
+{
+	const char *slash = memrchr(dh->path, '/', dh->path_len);
+	size_t plen = slash ? (size_t)(slash - dh->path) : 0;
+	const char *name = slash ? slash + 1 : dh->path;
+	const struct fs_listing *pl;
+	long i;
+
+	if (!dh->path_len)
+		return;
+	pl = fs_listing_cached(fs, dh->path, plen, now);
+	if (!pl)
+		return;
+	i = fs_listing_find(pl, name, dh->path_len - (size_t)(name - dh->path));
+	if (i >= 0)
+		fs_list_ahead_locked(fs, dh->path, plen, pl, i + 1);
+}
+
 /* Remember that the kernel's readdir cache of directory ino now holds (or
  * will hold) the listing of generation fetched_ms (fs->lock held). */
 static void rdc_set_locked(struct fs *fs, fuse_ino_t ino, int64_t fetched_ms)
@@ -218,12 +238,16 @@ static int do_opendir(struct fs *fs, fuse_ino_t ino, struct fs_dirh **out, int *
 		rdc = n ? n->rdc_ms : 0;
 		if (n)
 			n->plus_hint /= 2;
-		if (dirh_share_cached(fs, dh, now)) {
-			*keep_cache = rdc == dh->l->fetched_ms;
-			n->rdc_ms = dh->l->fetched_ms;
-		} else if (rdc && now - rdc < fs->opts.metadata_ttl_ms) {
-			*keep_cache = 1;            /* lazy: dh->l stays NULL */
+		list_ahead_locked(fs, dh, now);
+		if (rdc && now - rdc < fs->opts.metadata_ttl_ms) {
+			/* The kernel holds a generation within the TTL: it answers.
+			 * The handle stays lazy (dh->l NULL) even when a newer
+			 * listing is cached (list-ahead, a lookup): sharing that would
+			 * mix two generations' offsets. */
+			*keep_cache = 1;
 			dh->rdc_ms = rdc;
+		} else if (dirh_share_cached(fs, dh, now)) {
+			n->rdc_ms = dh->l->fetched_ms;
 		}
 	}
 	pthread_mutex_unlock(&fs->lock);
@@ -406,21 +430,19 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 }
 
 /*
- * readdirplus of a file entry at offset p makes a node (and a lookup count)
- * only where that pays (fs->lock held). While the nodes take less than
- * FS_META_NODES_LOW of the metadata share, always: a node is ~130 bytes and
- * spares a stat its round trip. Past that, only for the first FS_PLUS_FILES
- * entries of a directory (what `ls` shows first) or in a directory whose
- * files were looked up since (plus_hint: the reader stats what it lists), and
+ * readdirplus of a file entry makes a node (and a lookup count) only where
+ * that pays (fs->lock held). While the nodes take less than FS_META_NODES_LOW
+ * of the metadata share, always: a node is ~150 bytes and spares a stat its
+ * round trip. Past that, only in a directory whose files were looked up
+ * since its last opendir (plus_hint: the reader stats what it lists), and
  * never past FS_META_NODES_HIGH (reap.c). Otherwise the entry goes out plain
  * (node id 0) and a stat is a lookup answered from the cached listing. A
  * walk that only needs names (find -type f) of a tree bigger than the share
- * thus makes ~FS_PLUS_FILES nodes a directory, not one per file, and the
- * reaper has nothing to invalidate. Directories always get theirs: a walk
- * descends into them.
+ * thus stops making file nodes at FS_META_NODES_LOW and the reaper (whose
+ * invalidations also cost the parent its kernel readdir cache) has nothing
+ * to do. Directories always get theirs: a walk descends into them.
  */
-#define FS_PLUS_FILES 64
-static int plus_files(struct fs *fs, struct fs_dirh *dh, off_t p)
+static int plus_files(struct fs *fs, struct fs_dirh *dh)
 {
 	struct fs_node *dn;
 
@@ -428,8 +450,6 @@ static int plus_files(struct fs *fs, struct fs_dirh *dh, off_t p)
 		return 1;
 	if (fs->inodes.bytes > fs->meta_max / 100 * FS_META_NODES_HIGH)
 		return 0;
-	if (p < 2 + FS_PLUS_FILES)
-		return 1;
 	dn = fs_inodes_get(&fs->inodes, dh->ino);
 	return dn && dn->plus_hint;
 }
@@ -510,7 +530,7 @@ static ssize_t do_readdir(struct fs *fs, fuse_req_t req, struct fs_dirh *dh, cha
 			struct fs_node *n = NULL;
 
 			pthread_mutex_lock(&fs->lock);
-			if (d->is_dir || plus_files(fs, dh, p))
+			if (d->is_dir || plus_files(fs, dh))
 				n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (n) {
 				fs_node_set_from_dirent(&fs->inodes, n, d, dh->l->fetched_ms);

@@ -286,6 +286,8 @@ again:
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (!d->is_dir && p->plus_hint < 255)
 				p->plus_hint++;     /* dir.c plus_files */
+			if (d->is_dir)
+				fs_list_ahead_locked(fs, p->path, p->path_len, pl, i);
 			if (n) {
 				fs_node_set_from_dirent(&fs->inodes, n, d, when);
 				n->nlookup++;
@@ -1151,6 +1153,9 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	fs->rd = *rd;
 	fs_stats_init(fs);
 	fs->mount_wall_ms = util_wall_ms();
+	r = fs_list_ahead_start(fs);
+	if (r < 0)
+		goto fail;
 	root = fs_inodes_add(&fs->inodes, "", 0, 1);
 	if (!root) {
 		r = -ENOMEM;

@@ -45,6 +45,7 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t readdir_kept;          /* opendirs answered from the kernel's readdir cache */
 	uint64_t readdir_regen;         /* see dir.c DESIGN: a lazy handle's listing changed */
 	uint64_t meta_invals;           /* entries the kernel was asked to forget (reap.c) */
+	uint64_t ahead_lists;           /* subtree listings made ahead of a walk (listing.c) */
 	/* Gauges, filled only in snapshots (under fs->lock). */
 	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
 	uint64_t node_bytes, meta_bytes, meta_max;
@@ -120,6 +121,7 @@ struct fs {
 	struct fs_file **files;
 	struct fs_dirh **dirs;
 
+	struct fs_lahead *lahead;       /* list-ahead threads (listing.c); NULL: off */
 	/* Metadata budget (reap.c): listings + nodes within meta_max bytes. */
 	size_t meta_max;                /* 0: unbounded (no --max-memory share given) */
 	pthread_mutex_t reap_mu;        /* never held with `lock` */
@@ -224,6 +226,25 @@ int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const 
  * the page is the whole subtree (not truncated). No lock held. */
 void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
 			  const char *prefix, size_t prefix_len, const struct s3_list_page *pg);
+
+/*
+ * List-ahead: a lookup that finds directory entry i of a cached listing, or
+ * an opendir of it (a walk descending), queues the subtree listings of the
+ * directories from i (from i + 1: opendir lists i itself) on (FS_AHEAD_DIRS
+ * of them) to FS_AHEAD_THREADS threads, so the store answers
+ * for the next directories while the walk reads this one: LISTs overlap the
+ * FUSE round trips instead of following them. A lookup or opendir that gets
+ * there first joins the listing in flight (single-flight). Listings made
+ * ahead go into the bounded cache like any other; $FEEDFS_LIST_AHEAD=0 turns
+ * it off. fs->lock held for _locked.
+ */
+#define FS_AHEAD_DIRS 4
+#define FS_AHEAD_THREADS 2
+#define FS_AHEAD_QUEUE 64
+void fs_list_ahead_locked(struct fs *fs, const char *dir, size_t dlen,
+			  const struct fs_listing *pl, long i);
+int fs_list_ahead_start(struct fs *fs);
+void fs_list_ahead_stop(struct fs *fs);
 
 /* ---- order.c: a file was opened; when the opens of its directory follow the
  * listing order, want the next files from fs->opts.ahead. Takes fs->lock. ---- */

@@ -736,8 +736,17 @@ struct fs_listing *fs_lcache_get(struct fs_lcache *c, const char *path, size_t l
 
 	if (!e || !e->l)
 		return NULL;
-	if (e->l->complete && now_ms - e->l->fetched_ms < ttl_ms)
+	if (e->l->complete && now_ms - e->l->fetched_ms < ttl_ms) {
+		/* Least recently used goes first: the parent of a walk, asked
+		 * at every step down, stays while its children come and go. */
+		if (c->newest != e) {
+			lc_unlink_order(c, e);
+			e->older = c->newest;
+			c->newest->newer = e;
+			c->newest = e;
+		}
 		return e->l;
+	}
 	lc_drop_listing(c, e);
 	if (e->big_until_ms <= now_ms)
 		lc_remove(c, pp);

@@ -206,7 +206,7 @@ struct fs_listing *fs_tree_find(const struct fs_tree *t, const char *path, size_
  * relative), whoever built them (a delimited walk of one directory or a
  * subtree). Entries are trusted for ttl_ms from the listing's fetched_ms and
  * dropped when found older. Memory is bounded: when the listings held exceed
- * max_bytes the oldest installed are evicted first. An entry can also carry a
+ * max_bytes the least recently installed or found (fs_lcache_get) go first. An entry can also carry a
  * "too big for a subtree listing" mark with its own expiry (big_until_ms),
  * kept when the listing is replaced.
  *

@@ -17,7 +17,9 @@
  * share, this thread asks the kernel to forget cold ones: it picks nodes by
  * CLOCK (the `used` bit, set by every request that touches a node, spares a
  * node once and is cleared as the hand passes), never the root nor a file
- * with an open handle, and sends fuse_lowlevel_notify_inval_entry(parent,
+ * with an open handle nor a directory whose readdir the kernel caches within
+ * the TTL (its next walk would list again), files before directories, and
+ * sends fuse_lowlevel_notify_inval_entry(parent,
  * name) for each. The kernel drops the dentry; an inode nothing else holds
  * is evicted and FORGET frees the node here (fs.c). What the kernel still
  * holds (a cwd, an mmap) it keeps, and so do we. A dropped entry comes back
@@ -77,6 +79,7 @@ static size_t pick_locked(struct fs *fs, struct reap_pick *p, size_t max, size_t
 {
 	struct fs_inodes *t = &fs->inodes;
 	size_t n = 0, freed = 0, seen = 0, limit = REAP_VISIT;
+	int64_t now = util_now_ms();
 
 	while (n < max && freed < want_bytes && seen < limit) {
 		struct fs_node *x = t->by_ino[t->hand];
@@ -89,6 +92,10 @@ static size_t pick_locked(struct fs *fs, struct reap_pick *p, size_t max, size_t
 			size_t plen, nlen;
 
 			if (x->ino == FS_ROOT_INO || x->opens || (x->is_dir && !dirs))
+				continue;
+			/* A directory the kernel caches a readdir of (dir.c): dropping it
+			 * would cost the next walk a LIST and its readdirs. */
+			if (x->is_dir && x->rdc_ms && now - x->rdc_ms < fs->opts.metadata_ttl_ms)
 				continue;
 			if (x->used) {
 				x->used = 0;          /* spared once: touched since */
@@ -193,4 +200,5 @@ void fs_stop(struct fs *fs)
 	pthread_mutex_unlock(&fs->reap_mu);
 	if (running)
 		pthread_join(fs->reap_thread, NULL);
+	fs_list_ahead_stop(fs);
 }

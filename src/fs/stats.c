@@ -68,6 +68,8 @@ static const struct stats_field fs_fields[] = {
 	      "The metadata share of --max-memory (0: unbounded)."),
 	ROW_C(meta_invals, "fs_metadata_invalidations_total", "",
 	      "Entries the kernel was asked to forget to keep metadata within its share."),
+	ROW_C(ahead_lists, "fs_list_ahead_total", "",
+	      "Subtree listings made ahead of a walk, for the next directories."),
 	ROW_C(readdir_kept, "fuse_opendir_kept_total", "",
 	      "Opendirs answered from the kernel's readdir cache."),
 	ROW_C(readdir_regen, "fs_readdir_regen_total", "",
