@@ -248,6 +248,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                    "list")
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client that hedged or gave up closed its end: not our error.
+        import sys
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 class SynthS3:
     """The endpoint on 127.0.0.1:<port> (0: any free port)."""
 
@@ -260,8 +271,7 @@ class SynthS3:
         class Handler(_Handler):
             pass
         Handler.synth = synth
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server(("127.0.0.1", port), Handler)
         self.port = self.httpd.server_address[1]
         self.url = "http://127.0.0.1:%d" % self.port
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

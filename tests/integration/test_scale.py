@@ -98,6 +98,7 @@ def test_tree_over_the_metadata_budget(mounter, synth):
     assert hwm <= MAX_MEMORY_MIB + RSS_OVERHEAD_MIB, "peak RSS %.0f MiB" % hwm
 
 
+@pytest.mark.san
 def test_dropped_entry_comes_back(mounter, synth):
     """A file whose node and listing were both evicted is looked up again
     with the same inode number and attributes."""
