@@ -197,6 +197,7 @@ static void teardown(struct running *r)
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
 	ctl_warm_free(r->warm);
+	fs_stop(r->fs);                     /* the reaper notifies the session */
 	if (r->se)
 		fuse_session_destroy(r->se);
 	if (r->fs)
@@ -351,6 +352,28 @@ static uint64_t io_reserve(const struct options *o)
 	return o->cache_dir ? cache_io_reserve((uint32_t)o->block_size, o->max_memory) : 0;
 }
 
+/* The metadata share of --max-memory (listings and nodes, src/fs/reap.c):
+ * an eighth, at least 4 MiB. 256 MiB gives 32 MiB: ~450,000 listed entries
+ * of short names, or ~200,000 nodes the kernel holds. */
+static uint64_t metadata_share(const struct options *o)
+{
+	uint64_t m = o->max_memory / 8;
+
+	return m < 4 * MIB ? 4 * MIB : m;
+}
+
+/* Readahead gets what the cache's io buffers and the metadata share leave of
+ * --max-memory, but never less than the 4 parts a stream needs (options.c
+ * checks that --max-memory covers them and the io buffers): on a mount that
+ * small the metadata share comes on top. */
+static uint64_t readahead_budget(const struct options *o)
+{
+	uint64_t floor = 4 * o->part_size, rest = o->max_memory - io_reserve(o);
+
+	return rest >= floor + metadata_share(o) ? rest - metadata_share(o)
+						 : (rest > floor ? rest : floor);
+}
+
 /*
  * The read path under fs: budget, then S3, or the block cache over S3 (our
  * own, or another mount's that we attach to), then readahead across files on
@@ -404,8 +427,7 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	size_t share_len;
 	struct cache_config ccfg;
 	struct stack_config scfg;
-	/* Readahead gets what --max-memory leaves after the cache's io buffers. */
-	uint64_t ra_budget = o->max_memory - io_reserve(o);
+	uint64_t ra_budget = readahead_budget(o);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	int e;
 
@@ -469,6 +491,8 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 		 (unsigned long long)(rcfg->max_window / MIB),
 		 (unsigned long long)(rcfg->max_ahead / MIB), ncpu,
 		 (unsigned long long)(ra_budget / MIB));
+	log_info(TAG, "metadata: up to %llu MiB of listings and nodes",
+		 (unsigned long long)(metadata_share(o) / MIB));
 	return 0;
 }
 
@@ -523,6 +547,7 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.dir_mode = o->dir_mode;
 	fopts.metadata_ttl_ms = o->metadata_ttl_ms;
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
+	fopts.metadata_max_bytes = metadata_share(o);
 	fopts.ahead = r->stack.ahead;
 	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
 	if (mopts && ((r->keep && fs_set_keep(r->fs, r->keep) < 0) || gpu_new(&r->gpu) < 0)) {

@@ -210,11 +210,12 @@ static const struct opt_spec opt_specs[] = {
 	{ .name = "part-size", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(part_size),
 	  .help = "bytes per ranged GET, 1MiB..256MiB (default 8MiB)" },
 	{ .name = "max-memory", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(max_memory),
-	  .help = "memory for in-flight and readahead buffers and, with\n"
-		  "--cache-dir, the cache's io buffers (80MiB at the\n"
-		  "default); at least 4 x part size (default 512MiB;\n"
-		  "under a cgroup memory limit L: L/2 - 64MiB, at least\n"
-		  "32MiB); readahead of all files stays within 64MiB per CPU" },
+	  .help = "memory for in-flight and readahead buffers, metadata\n"
+		  "(listings and inodes: an eighth) and, with --cache-dir,\n"
+		  "the cache's io buffers (80MiB at the default); at least\n"
+		  "4 x part size (default 512MiB; under a cgroup memory\n"
+		  "limit L: L/2 - 64MiB, at least 32MiB); readahead of all\n"
+		  "files stays within 64MiB per CPU" },
 	{ .name = "metadata-ttl", .metavar = "SECONDS", .kind = OPT_SECONDS,
 	  .off = AT(metadata_ttl_ms),
 	  .help = "how long attributes, names and listings are trusted\n"

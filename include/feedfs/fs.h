@@ -27,6 +27,7 @@ struct fs_options {
 	mode_t dir_mode;             /* e.g. 0555 */
 	int64_t metadata_ttl_ms;     /* kernel attr/entry timeouts + listing cache */
 	int64_t negative_ttl_ms;     /* kernel negative entry timeout + negative cache */
+	uint64_t metadata_max_bytes; /* listings + nodes (src/fs/reap.c); 0: unbounded */
 	struct rd_ahead *ahead;      /* readahead across files, or NULL: opens that follow
 				      * a directory's listing order want the next files */
 };
@@ -62,6 +63,9 @@ int fs_set_keep(struct fs *fs, struct keep *k);
 /* The session the fs answers on (for attribute invalidations); once, after
  * fuse_session_new() and before the loop. */
 void fs_set_session(struct fs *fs, struct fuse_session *se);
+/* Before fuse_session_destroy(): stop what may still notify the kernel (the
+ * metadata reaper). */
+void fs_stop(struct fs *fs);
 
 /* After fuse_session_mount(): have the INIT reply carry FUSE_PARALLEL_DIROPS,
  * which libfuse 3.14 drops (src/fs/dirops.c), so lookups in one directory

@@ -30,6 +30,27 @@
  *
  * readdirplus gives each entry (not "." / "..") a node and one lookup count,
  * exactly as lookup would, so `ls -l` and os.walk need no request per entry.
+ * The kernel decides when to ask for it (FUSE_CAP_READDIRPLUS_AUTO, fs.c
+ * op_init): the first batch of a directory, then only while the reader also
+ * looks entries up. A walk that only needs names and types (find -type f)
+ * then makes no node per file, so a million-key walk holds listings, not a
+ * million nodes; a stat after a plain readdir is a lookup answered from the
+ * cached listing, with no request to the store.
+ *
+ * The kernel's readdir cache (FOPEN_CACHE_DIR): every handle asks the kernel
+ * to keep what it reads in the directory's page cache, and opendir lets the
+ * kernel answer from it (keep_cache) exactly when what it holds is the
+ * listing of generation rdc_ms (the node remembers the fetched_ms of the
+ * listing it last served) and that listing is still within --metadata-ttl.
+ * A warm walk is then answered by the kernel with no readdir request at all,
+ * and a listing that expired is replaced by a new generation, which opens
+ * without keep_cache: the kernel drops the old one, so changes still show
+ * within one TTL. When that listing has left our cache (the metadata
+ * budget) the handle is opened lazily: nothing is listed unless the kernel
+ * does call readdir (its cache was reclaimed), and then the listing is
+ * fetched again. Known limit: if the kernel lost only the tail of its cache
+ * and the bucket changed meanwhile, offsets past what it kept index the new
+ * listing (counted as fs.readdir_regen).
  *
  * Known limit: on real S3 a file "x" can arrive on one page and the prefix "x/"
  * on a later one; the entry is upgraded to a directory in place, but the kernel
@@ -60,9 +81,11 @@ struct fs_dirh {
 	size_t path_len;
 	char *prefix;               /* what to list: fs prefix + path + "/" */
 	size_t prefix_len;
-	struct fs_listing *l;       /* one reference */
+	struct fs_listing *l;       /* one reference; NULL: lazy (opened on the
+				     * kernel's cache, listed at the first readdir) */
 	char *token;                /* next continuation token; NULL before the first page */
 	int done;                   /* l is complete */
+	int64_t rdc_ms;             /* a lazy handle: the generation the kernel caches */
 };
 
 static struct fs *req_fs(fuse_req_t req)
@@ -122,27 +145,51 @@ static int dirh_share_cached(struct fs *fs, struct fs_dirh *dh, int64_t now_ms)
 	return 1;
 }
 
-/*
- * A directory without a fresh listing is first listed as a subtree (one flat
- * listing of it and everything below, fs_subtree_list) unless it is known to
- * be too big; if that fails or is too big, the handle lists it page by page
- * with a delimiter as readdir goes. A failed subtree listing is not an error
- * here: the delimited listing will report (or survive) the same trouble.
- */
-static int do_opendir(struct fs *fs, fuse_ino_t ino, struct fs_dirh **out)
+/* A walk opens this directory: list the next ones of its parent ahead
+ * (listing.c), from the parent's cached listing (fs->lock held). */
+static void list_ahead_locked(struct fs *fs, const struct fs_dirh *dh, int64_t now)
 {
-	struct fs_dirh *dh = calloc(1, sizeof(*dh));
-	int64_t now = util_now_ms();
-	int r, big;
+	const char *slash = memrchr(dh->path, '/', dh->path_len);
+	size_t plen = slash ? (size_t)(slash - dh->path) : 0;
+	const char *name = slash ? slash + 1 : dh->path;
+	const struct fs_listing *pl;
+	long i;
 
-	if (!dh)
-		return -ENOMEM;
-	pthread_mutex_init(&dh->lock, NULL);
-	dh->ino = ino;
+	if (!dh->path_len)
+		return;
+	pl = fs_listing_cached(fs, dh->path, plen, now);
+	if (!pl)
+		return;
+	i = fs_listing_find(pl, name, dh->path_len - (size_t)(name - dh->path));
+	if (i >= 0)
+		fs_list_ahead_locked(fs, dh->path, plen, pl, i + 1);
+}
+
+/* Remember that the kernel's readdir cache of directory ino now holds (or
+ * will hold) the listing of generation fetched_ms (fs->lock held). */
+static void rdc_set_locked(struct fs *fs, fuse_ino_t ino, int64_t fetched_ms)
+{
+	struct fs_node *n = fs_inodes_get(&fs->inodes, ino);
+
+	if (n && n->is_dir)
+		n->rdc_ms = fetched_ms;
+}
+
+/*
+ * Give dh its listing: a fresh cached one, else the directory is first listed
+ * as a subtree (one flat listing of it and everything below,
+ * fs_subtree_list) unless it is known to be too big; if that fails or is too
+ * big, an empty listing that readdir fills page by page with a delimiter. A
+ * failed subtree listing is not an error here: the delimited listing will
+ * report (or survive) the same trouble. No lock held.
+ */
+static int dirh_load(struct fs *fs, struct fs_dirh *dh)
+{
+	int64_t now = util_now_ms();
+	int r = 0, big;
 
 	pthread_mutex_lock(&fs->lock);
-	r = dirh_init_locked(fs, dh, ino);
-	if (r < 0 || dirh_share_cached(fs, dh, now))
+	if (dirh_share_cached(fs, dh, now))
 		goto unlock;
 	big = !fs->subtree_max_keys ||
 	      fs_lcache_is_big(&fs->lcache, dh->path, dh->path_len, now);
@@ -161,9 +208,59 @@ static int do_opendir(struct fs *fs, fuse_ino_t ino, struct fs_dirh **out)
 		r = -ENOMEM;
 unlock:
 	pthread_mutex_unlock(&fs->lock);
+	return r;
+}
+
+/*
+ * Open a handle on directory ino. *keep_cache: the kernel's readdir cache of
+ * it holds a listing this handle can stand behind (see DESIGN): the one
+ * cached here, or, when that is gone but the generation the kernel holds is
+ * within the TTL, a lazy handle that lists only if the kernel asks.
+ */
+static int do_opendir(struct fs *fs, fuse_ino_t ino, struct fs_dirh **out, int *keep_cache)
+{
+	struct fs_dirh *dh = calloc(1, sizeof(*dh));
+	int64_t now = util_now_ms();
+	int64_t rdc = 0;
+	int r;
+
+	*keep_cache = 0;
+	if (!dh)
+		return -ENOMEM;
+	pthread_mutex_init(&dh->lock, NULL);
+	dh->ino = ino;
+
+	pthread_mutex_lock(&fs->lock);
+	r = dirh_init_locked(fs, dh, ino);
+	if (r == 0) {
+		struct fs_node *n = fs_inodes_get(&fs->inodes, ino);
+
+		rdc = n ? n->rdc_ms : 0;
+		if (n)
+			n->plus_hint /= 2;
+		list_ahead_locked(fs, dh, now);
+		if (rdc && now - rdc < fs->opts.metadata_ttl_ms) {
+			/* The kernel holds a generation within the TTL: it answers.
+			 * The handle stays lazy (dh->l NULL) even when a newer
+			 * listing is cached (list-ahead, a lookup): sharing that would
+			 * mix two generations' offsets. */
+			*keep_cache = 1;
+			dh->rdc_ms = rdc;
+		} else if (dirh_share_cached(fs, dh, now)) {
+			n->rdc_ms = dh->l->fetched_ms;
+		}
+	}
+	pthread_mutex_unlock(&fs->lock);
+	if (r == 0 && !dh->l && !dh->rdc_ms)
+		r = dirh_load(fs, dh);
 	if (r < 0) {
 		dirh_free(dh);
 		return r;
+	}
+	if (dh->done && !*keep_cache) {
+		pthread_mutex_lock(&fs->lock);
+		rdc_set_locked(fs, ino, dh->l->fetched_ms);
+		pthread_mutex_unlock(&fs->lock);
 	}
 	*out = dh;
 	return 0;
@@ -196,6 +293,7 @@ static struct fs_dirh *dir_of(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 {
 	struct fs_dirh *dh, *had;
 	uint64_t sino, size;
+	int keep;
 
 	if (!fs->keep)
 		return (struct fs_dirh *)(uintptr_t)fh;
@@ -205,7 +303,7 @@ static struct fs_dirh *dir_of(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 	if (dh)
 		return dh;
 	if (keep_handle_get(fs->keep, fh, KEEP_DIR, &sino, &size, NULL) < 0 || sino != ino ||
-	    do_opendir(fs, ino, &dh) < 0)
+	    do_opendir(fs, ino, &dh, &keep) < 0)
 		return NULL;
 	pthread_mutex_lock(&fs->lock);
 	had = fs->dirs[fh - 1];
@@ -223,11 +321,18 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = req_fs(req);
 	struct fs_dirh *dh;
-	int r = do_opendir(fs, ino, &dh);
+	int keep, r = do_opendir(fs, ino, &dh, &keep);
 
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
+	}
+	/* Nothing is cached with a zero TTL: the kernel must not either. */
+	if (fs->opts.metadata_ttl_ms > 0) {
+		fi->cache_readdir = 1;
+		fi->keep_cache = (unsigned)keep;
+		if (keep)
+			FS_STAT_INC(fs, readdir_kept);
 	}
 	if (fs->keep) {
 		int64_t fh = keep_handle_open(fs->keep, KEEP_DIR, ino, 0, NULL);
@@ -314,13 +419,39 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 
 	/* Complete: immutable from now on, so it can be shared with the node. */
 	dh->done = 1;
-	dh->l->complete = 1;
+	fs_listing_done(dh->l);
 	fs_listing_log_hidden(dh->prefix, dh->l->hidden);
 	pthread_mutex_lock(&fs->lock);
 	/* Out of memory only costs the cache entry: the handle has its listing. */
 	(void)fs_listing_install(fs, dh->path, dh->path_len, dh->l, util_now_ms());
+	rdc_set_locked(fs, dh->ino, dh->l->fetched_ms);
 	pthread_mutex_unlock(&fs->lock);
 	return 0;
+}
+
+/*
+ * readdirplus of a file entry makes a node (and a lookup count) only where
+ * that pays (fs->lock held). While the nodes take less than FS_META_NODES_LOW
+ * of the metadata share, always: a node is ~150 bytes and spares a stat its
+ * round trip. Past that, only in a directory whose files were looked up
+ * since its last opendir (plus_hint: the reader stats what it lists), and
+ * never past FS_META_NODES_HIGH (reap.c). Otherwise the entry goes out plain
+ * (node id 0) and a stat is a lookup answered from the cached listing. A
+ * walk that only needs names (find -type f) of a tree bigger than the share
+ * thus stops making file nodes at FS_META_NODES_LOW and the reaper (whose
+ * invalidations also cost the parent its kernel readdir cache) has nothing
+ * to do. Directories always get theirs: a walk descends into them.
+ */
+static int plus_files(struct fs *fs, struct fs_dirh *dh)
+{
+	struct fs_node *dn;
+
+	if (!fs->meta_max || fs->inodes.bytes < fs->meta_max / 100 * FS_META_NODES_LOW)
+		return 1;
+	if (fs->inodes.bytes > fs->meta_max / 100 * FS_META_NODES_HIGH)
+		return 0;
+	dn = fs_inodes_get(&fs->inodes, dh->ino);
+	return dn && dn->plus_hint;
 }
 
 /* Fill buf with entries from position off. Returns bytes used, or -errno
@@ -328,10 +459,29 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 static ssize_t do_readdir(struct fs *fs, fuse_req_t req, struct fs_dirh *dh, char *buf,
 			  size_t size, off_t off, int plus)
 {
-	size_t used = 0;
+	char path[FS_KEY_MAX + 1];
+	size_t used = 0, plen;
 	int r = 0;
 
+	if (dh->path_len > FS_KEY_MAX - 2)
+		return -ENAMETOOLONG;       /* no entry below it could have a key */
+	memcpy(path, dh->path, dh->path_len);
+	if (dh->path_len)
+		path[dh->path_len] = '/';
 	pthread_mutex_lock(&dh->lock);
+	if (!dh->l) {
+		/* A lazy handle: the kernel's cache did not answer after all. */
+		r = dirh_load(fs, dh);
+		if (r < 0)
+			goto out;
+		if (dh->done && dh->l->fetched_ms != dh->rdc_ms && off > 2)
+			FS_STAT_INC(fs, readdir_regen);
+		if (dh->done) {
+			pthread_mutex_lock(&fs->lock);
+			rdc_set_locked(fs, dh->ino, dh->l->fetched_ms);
+			pthread_mutex_unlock(&fs->lock);
+		}
+	}
 	for (off_t p = off < 0 ? 0 : off;; p++) {
 		struct fuse_entry_param e;
 		const struct fs_dirent *d;
@@ -368,39 +518,44 @@ static ssize_t do_readdir(struct fs *fs, fuse_req_t req, struct fs_dirh *dh, cha
 			    : fuse_add_direntry(req, NULL, 0, d->name, &e.attr, p + 1);
 		if (used + need > size)
 			break;
-		if (plus) {
-			size_t plen;
-			char *path = NULL;
-			struct fs_node *n;
+		/* The entry's path, without a malloc per entry. */
+		plen = dh->path_len + (dh->path_len ? 1 : 0) + d->name_len;
+		if (plen > FS_KEY_MAX)
+			plen = 0;               /* no key is that long: no number either */
+		else if (dh->path_len)
+			memcpy(path + dh->path_len + 1, d->name, d->name_len);
+		else
+			memcpy(path, d->name, d->name_len);
+		if (plus && plen) {
+			struct fs_node *n = NULL;
 
-			r = fs_path_join(dh->path, dh->path_len, d->name, d->name_len, &path, &plen);
-			if (r < 0)
-				goto out;
 			pthread_mutex_lock(&fs->lock);
-			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
+			if (d->is_dir || plus_files(fs, dh))
+				n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (n) {
-				fs_node_set_from_dirent(n, d, dh->l->fetched_ms);
+				fs_node_set_from_dirent(&fs->inodes, n, d, dh->l->fetched_ms);
 				n->nlookup++;
 				fs_fill_entry(fs, n, &e);
 			}
 			pthread_mutex_unlock(&fs->lock);
-			free(path);
 			if (!n) {
-				r = -ENOMEM;
-				goto out;
+				/* A plain entry (node id 0: the kernel makes no dentry
+				 * and looks the name up if it needs it). */
+				e.attr.st_ino = fs_ino_hash(path, plen, d->is_dir);
+				e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
 			}
 			fuse_add_direntry_plus(req, buf + used, size - used, d->name, &e, p + 1);
 		} else {
-			size_t plen;
-			char *path = NULL;
-
 			/* d_ino is informational for plain readdir: the number the
 			 * entry gets when looked up (barring a collision). */
-			fs_path_join(dh->path, dh->path_len, d->name, d->name_len, &path, &plen);
-			e.attr.st_ino = path ? fs_ino_hash(path, plen, d->is_dir) : 0;
+			e.attr.st_ino = plen ? fs_ino_hash(path, plen, d->is_dir) : 0;
 			e.attr.st_mode = d->is_dir ? S_IFDIR : S_IFREG;
-			free(path);
-			fuse_add_direntry(req, buf + used, size - used, d->name, &e.attr, p + 1);
+			if (plus)
+				fuse_add_direntry_plus(req, buf + used, size - used, d->name, &e,
+						       p + 1);
+			else
+				fuse_add_direntry(req, buf + used, size - used, d->name, &e.attr,
+						  p + 1);
 		}
 		used += need;
 	}

@@ -286,8 +286,12 @@ again:
 			int64_t when = pl->fetched_ms;
 
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
+			if (!d->is_dir && p->plus_hint < 255)
+				p->plus_hint++;     /* dir.c plus_files */
+			if (d->is_dir)
+				fs_list_ahead_locked(fs, p->path, p->path_len, pl, i);
 			if (n) {
-				fs_node_set_from_dirent(n, d, when);
+				fs_node_set_from_dirent(&fs->inodes, n, d, when);
 				n->nlookup++;
 				fs_fill_entry(fs, n, e);
 				r = 0;
@@ -338,7 +342,7 @@ again:
 		n = fs_inodes_get_path(&fs->inodes, path, plen, r == 1);
 		if (n) {
 			if (r == 0)
-				fs_node_set_from_object(n, &obj, now);
+				fs_node_set_from_object(&fs->inodes, n, &obj, now);
 			n->nlookup++;
 			fs_fill_entry(fs, n, e);
 			r = 0;
@@ -440,18 +444,24 @@ static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *e
 			s3_object_cleanup(&obj);
 		return r < 0 ? r : -ESTALE;
 	}
-	fs_node_set_from_object(n, &obj, now);
+	fs_node_set_from_object(&fs->inodes, n, &obj, now);
 	s3_object_cleanup(&obj);
 fill:
 	if (st)
 		fs_fill_stat(fs, n, st);
 	if (etag)
-		fs_copy_etag(etag, n->etag);
+		fs_node_etag(n, etag);
 	if (size)
 		*size = n->size;
 	if (keep_cache) {
-		*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0;
-		fs_copy_etag(n->open_etag, n->etag);
+		char cur[FS_ETAG_MAX];
+		/* | 1: 0 stays "no open yet" */
+		uint64_t h;
+
+		fs_node_etag(n, cur);
+		h = cur[0] ? fs_hash64(cur, strlen(cur), 0x6f70656e) | 1 : 0;
+		*keep_cache = h && n->open_etag_hash == h;
+		n->open_etag_hash = h;
 	}
 	r = n->is_dir ? 1 : 0;
 	pthread_mutex_unlock(&fs->lock);
@@ -503,9 +513,20 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 /* ---------- files ---------- */
 
+/* The node of f->ino counts its open handles: reap.c never evicts an open
+ * file (fs->lock held). */
+static void node_opened_locked(struct fs *fs, struct fs_file *f, int delta)
+{
+	struct fs_node *n = fs_inodes_get(&fs->inodes, f->ino);
+
+	if (n && (delta > 0 || n->opens))
+		n->opens += (uint32_t)delta;
+}
+
 static void open_files_add(struct fs *fs, struct fs_file *f)
 {
 	pthread_mutex_lock(&fs->lock);
+	node_opened_locked(fs, f, 1);
 	f->next = &fs->open_files;
 	f->prev = fs->open_files.prev;
 	fs->open_files.prev->next = f;
@@ -516,6 +537,7 @@ static void open_files_add(struct fs *fs, struct fs_file *f)
 static void open_files_del(struct fs *fs, struct fs_file *f)
 {
 	pthread_mutex_lock(&fs->lock);
+	node_opened_locked(fs, f, -1);
 	f->prev->next = f->next;
 	f->next->prev = f->prev;
 	pthread_mutex_unlock(&fs->lock);
@@ -608,10 +630,12 @@ static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 		return NULL;
 	}
 	f->fh = fh;
+	f->ino = ino;
 	pthread_mutex_lock(&fs->lock);
 	had = fs->files[fh - 1];
 	if (!had) {
 		__atomic_store_n(&fs->files[fh - 1], f, __ATOMIC_RELEASE);
+		node_opened_locked(fs, f, 1);
 		f->next = &fs->open_files;
 		f->prev = fs->open_files.prev;
 		fs->open_files.prev->next = f;
@@ -706,6 +730,7 @@ static void want_promotion(struct fs_file *f, const char *key, size_t klen, cons
 void fs_set_session(struct fs *fs, struct fuse_session *se)
 {
 	fs->se = se;
+	fs_reap_start(fs);
 }
 
 void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg)
@@ -1077,9 +1102,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = 1u << 20;            /* matches the max_read= mount option */
 	conn->max_readahead = 1u << 20;
 	conn->max_write = 1u << 20;           /* libfuse derives max_pages from it */
+	/* Plus where the reader also looks entries up, plain for a walk that
+	 * only needs names (dir.c DESIGN): a stat after a plain readdir is a
+	 * lookup answered from the cached listing, never a HEAD per entry. */
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
-	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;   /* always plus: no HEAD per entry */
+	if (conn->capable & FUSE_CAP_READDIRPLUS_AUTO)
+		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
@@ -1171,13 +1200,18 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	 * unwind through it whatever is still unset. */
 	pthread_mutex_init(&fs->lock, NULL);
 	pthread_cond_init(&fs->inflight_done, NULL);
+	pthread_mutex_init(&fs->reap_mu, NULL);
+	util_cond_init_monotonic(&fs->reap_cond);
 	fs->open_files.prev = fs->open_files.next = &fs->open_files;
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
 	fs->neg = calloc(1, sizeof(*fs->neg));
 	if (!fs->prefix || !fs->neg)
 		goto fail;
-	r = fs_lcache_init(&fs->lcache, FS_LCACHE_MAX_BYTES);
+	/* The listing cache's own bound: the metadata share when there is one
+	 * (reap.c trims it further by what the nodes take). */
+	fs->meta_max = opts->metadata_max_bytes;
+	r = fs_lcache_init(&fs->lcache, fs->meta_max ? fs->meta_max : FS_LCACHE_MAX_BYTES);
 	if (r < 0)
 		goto fail;
 	r = fs_inodes_init(&fs->inodes);
@@ -1190,6 +1224,9 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	fs->rd = *rd;
 	fs_stats_init(fs);
 	fs->mount_wall_ms = util_wall_ms();
+	r = fs_list_ahead_start(fs);
+	if (r < 0)
+		goto fail;
 	root = fs_inodes_add(&fs->inodes, "", 0, 1);
 	if (!root) {
 		r = -ENOMEM;
@@ -1207,6 +1244,7 @@ void fs_destroy(struct fs *fs)
 {
 	if (!fs)
 		return;
+	fs_stop(fs);
 	fs_pt_destroy(fs);
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
@@ -1216,6 +1254,8 @@ void fs_destroy(struct fs *fs)
 		neg_clear(fs->neg);
 	free(fs->neg);
 	pthread_cond_destroy(&fs->inflight_done);
+	pthread_cond_destroy(&fs->reap_cond);
+	pthread_mutex_destroy(&fs->reap_mu);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->prefix);
 	free(fs);

@@ -14,6 +14,19 @@
 #include "feedfs/prefetch.h"
 #include "inode_i.h"
 
+/* ---- reap.c: metadata within fs->meta_max (DESIGN there) ---- */
+/* Nodes above this share (percent) of meta_max are invalidated down to the
+ * low one: listings get at least what the nodes leave. */
+#define FS_META_NODES_HIGH 75
+#define FS_META_NODES_LOW 60
+struct fs;
+size_t fs_meta_bytes(const struct fs *fs);
+/* Drop listings, oldest first, to what the nodes leave (fs->lock held). */
+void fs_meta_trim_listings(struct fs *fs);
+/* The reaper thread: started with the session (fs_set_session), stopped by
+ * fs_stop. */
+void fs_reap_start(struct fs *fs);
+
 /* dirops.c: op_init says whether the kernel offered parallel dirops. */
 void fs_dirops_offered(int offered);
 
@@ -56,8 +69,13 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t pt_backing_opens;      /* backing files registered with the kernel */
 	uint64_t pt_refused;            /* backing files the kernel refused */
 	uint64_t pt_stale;              /* opens failed: passthrough on an older version */
+	uint64_t readdir_kept;          /* opendirs answered from the kernel's readdir cache */
+	uint64_t readdir_regen;         /* see dir.c DESIGN: a lazy handle's listing changed */
+	uint64_t meta_invals;           /* entries the kernel was asked to forget (reap.c) */
+	uint64_t ahead_lists;           /* subtree listings made ahead of a walk (listing.c) */
 	/* Gauges, filled only in snapshots (under fs->lock). */
 	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
+	uint64_t node_bytes, meta_bytes, meta_max;
 };
 
 /* Histograms of the read path (stats.c names them). */
@@ -88,8 +106,8 @@ struct fs_order_dir {
 /* One open handle (fi->fh). */
 struct fs_file {
 	struct rd_file *rd;
+	fuse_ino_t ino;                 /* its node counts it open (reap.c spares it) */
 	uint64_t fh;                    /* under a keeper: its slot's fh (keep.h) */
-	uint64_t ino;
 	int32_t backing;                /* passthrough backing id; 0: a normal open */
 	int pt_counted;                 /* fs_pt_open counted it: fs_pt_release at the end */
 	char *want_key;                 /* promote at release (key, NUL, ETag); NULL: no */
@@ -136,6 +154,14 @@ struct fs {
 	struct keep *keep;
 	struct fs_file **files;
 	struct fs_dirh **dirs;
+
+	struct fs_lahead *lahead;       /* list-ahead threads (listing.c); NULL: off */
+	/* Metadata budget (reap.c): listings + nodes within meta_max bytes. */
+	size_t meta_max;                /* 0: unbounded (no --max-memory share given) */
+	pthread_mutex_t reap_mu;        /* never held with `lock` */
+	pthread_cond_t reap_cond;
+	pthread_t reap_thread;
+	int reap_running, reap_stop;
 
 	struct fs_stats stats;
 	struct stats_hist hist[FS_HIST_N];
@@ -192,14 +218,18 @@ int fs_path_key(const struct fs *fs, const char *path, size_t len, unsigned flag
 		char **key, size_t *key_len);
 /* A file node's attributes were learnt within the metadata TTL. */
 int fs_attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms);
-void fs_copy_etag(char *dst, const char *src);
 /* Fill a FUSE entry / stat for a node. */
 void fs_fill_entry(const struct fs *fs, const struct fs_node *n, struct fuse_entry_param *e);
 void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st);
-/* Copy a listed file's attributes to the node unless it knows newer ones. */
-void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms);
+/* Copy a listed file's attributes to the node unless it knows newer ones
+ * (t: the table the node is in, which counts its bytes). */
+void fs_node_set_from_dirent(struct fs_inodes *t, struct fs_node *n, const struct fs_dirent *d,
+			     int64_t when_ms);
 /* Attributes from a HEAD (always newer than any listing's). */
-void fs_node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms);
+void fs_node_set_from_object(struct fs_inodes *t, struct fs_node *n, const struct s3_object *o,
+			     int64_t when_ms);
+/* The node's ETag as text into dst (FS_ETAG_MAX bytes; "" for none). */
+void fs_node_etag(const struct fs_node *n, char *dst);
 
 /* ---- listing.c: subtree listings and the listing cache ---- */
 /* A fresh complete listing of directory path, borrowed (fs->lock held). */
@@ -230,6 +260,25 @@ int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const 
  * the page is the whole subtree (not truncated). No lock held. */
 void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
 			  const char *prefix, size_t prefix_len, const struct s3_list_page *pg);
+
+/*
+ * List-ahead: a lookup that finds directory entry i of a cached listing, or
+ * an opendir of it (a walk descending), queues the subtree listings of the
+ * directories from i (from i + 1: opendir lists i itself) on (FS_AHEAD_DIRS
+ * of them) to FS_AHEAD_THREADS threads, so the store answers
+ * for the next directories while the walk reads this one: LISTs overlap the
+ * FUSE round trips instead of following them. A lookup or opendir that gets
+ * there first joins the listing in flight (single-flight). Listings made
+ * ahead go into the bounded cache like any other; $FEEDFS_LIST_AHEAD=0 turns
+ * it off. fs->lock held for _locked.
+ */
+#define FS_AHEAD_DIRS 4
+#define FS_AHEAD_THREADS 2
+#define FS_AHEAD_QUEUE 64
+void fs_list_ahead_locked(struct fs *fs, const char *dir, size_t dlen,
+			  const struct fs_listing *pl, long i);
+int fs_list_ahead_start(struct fs *fs);
+void fs_list_ahead_stop(struct fs *fs);
 
 /* ---- order.c: a file was opened; when the opens of its directory follow the
  * listing order, want the next files from fs->opts.ahead. Takes fs->lock. ---- */

@@ -36,13 +36,29 @@ int fs_inodes_init(struct fs_inodes *t)
 		free(t->by_path);
 		return -ENOMEM;
 	}
+	t->bytes = 2 * t->cap * sizeof(*t->by_ino);
 	return 0;
+}
+
+size_t fs_node_bytes(const struct fs_node *n)
+{
+	size_t b = sizeof(*n) + n->path_len + 1 + 16;
+
+	if (n->etag_kind == FS_ETAG_STR)
+		b += strlen(n->etag.u.str) + 1 + 16;
+	return b;
 }
 
 static void node_free(struct fs_node *n)
 {
-	free(n->path);
+	if (n->etag_kind == FS_ETAG_STR)
+		free(n->etag.u.str);
 	free(n);
+}
+
+static uint64_t node_hash(const struct fs_node *n)
+{
+	return fs_ino_hash(n->path, n->path_len, n->is_dir);
 }
 
 void fs_inodes_cleanup(struct fs_inodes *t)
@@ -81,6 +97,8 @@ struct fs_node *fs_inodes_get(struct fs_inodes *t, uint64_t ino)
 	size_t len;
 	int is_dir;
 
+	if (n)
+		n->used = 1;
 	if (n || !t->keep || !keep_find_node(t->keep, ino, &path, &len, &is_dir))
 		return n;
 	/* A number the previous server gave out (keep.h): the kernel holds a
@@ -102,7 +120,7 @@ struct fs_node *fs_inodes_find(const struct fs_inodes *t, const char *path, size
 	struct fs_node *n = t->by_path[h & (t->cap - 1)];
 
 	for (; n; n = n->path_next) {
-		if (n->path_hash == h && n->path_len == len && n->is_dir == !!is_dir &&
+		if (n->path_len == len && n->is_dir == !!is_dir &&
 		    memcmp(n->path, path, len) == 0)
 			return n;
 	}
@@ -136,6 +154,7 @@ static void grow(struct fs_inodes *t)
 	free(t->by_path);
 	t->by_ino = bi;
 	t->by_path = bp;
+	t->bytes += 2 * (ncap - t->cap) * sizeof(*bi);
 	t->cap = ncap;
 	while (all) {
 		struct fs_node *next = all->ino_next;
@@ -143,7 +162,7 @@ static void grow(struct fs_inodes *t)
 
 		all->ino_next = t->by_ino[b];
 		t->by_ino[b] = all;
-		b = all->path_hash & (t->cap - 1);
+		b = node_hash(all) & (t->cap - 1);
 		all->path_next = t->by_path[b];
 		t->by_path[b] = all;
 		all = next;
@@ -160,30 +179,29 @@ static struct fs_node *node_add(struct fs_inodes *t, const char *path, size_t le
 				uint64_t forced_ino)
 {
 	struct fs_node *n;
+	uint64_t h;
 	size_t b;
 
+	if (len > FS_KEY_MAX)
+		return NULL;            /* no key is that long: callers check first */
 	if (t->count + 1 > t->cap)
 		grow(t);
-	n = calloc(1, sizeof(*n));
+	n = calloc(1, sizeof(*n) + len + 1);
 	if (!n)
 		return NULL;
-	n->path = malloc(len + 1);
-	if (!n->path) {
-		free(n);
-		return NULL;
-	}
 	memcpy(n->path, path, len);
 	n->path[len] = '\0';
-	n->path_len = len;
+	n->path_len = (uint16_t)len;
 	n->is_dir = !!is_dir;
-	n->path_hash = fs_ino_hash(path, len, is_dir);
+	n->used = 1;
+	h = fs_ino_hash(path, len, is_dir);
 	if (len == 0 && is_dir) {
 		n->ino = FS_ROOT_INO;
 	} else if (forced_ino) {
 		n->ino = forced_ino;
 	} else {
 		/* Probe past live numbers; 0 and the root's are reserved. */
-		uint64_t ino = n->path_hash;
+		uint64_t ino = h;
 
 		while (ino <= FS_ROOT_INO || ino_find(t, ino))
 			ino++;
@@ -194,10 +212,11 @@ static struct fs_node *node_add(struct fs_inodes *t, const char *path, size_t le
 	b = ino_bucket(t, n->ino);
 	n->ino_next = t->by_ino[b];
 	t->by_ino[b] = n;
-	b = n->path_hash & (t->cap - 1);
+	b = h & (t->cap - 1);
 	n->path_next = t->by_path[b];
 	t->by_path[b] = n;
 	t->count++;
+	t->bytes += fs_node_bytes(n);
 	return n;
 }
 
@@ -206,6 +225,8 @@ struct fs_node *fs_inodes_get_path(struct fs_inodes *t, const char *path, size_t
 {
 	struct fs_node *n = fs_inodes_find(t, path, len, is_dir);
 
+	if (n)
+		n->used = 1;
 	return n ? n : fs_inodes_add(t, path, len, is_dir);
 }
 
@@ -216,11 +237,12 @@ static void unlink_node(struct fs_inodes *t, struct fs_node *n)
 	while (*pp != n)
 		pp = &(*pp)->ino_next;
 	*pp = n->ino_next;
-	pp = &t->by_path[n->path_hash & (t->cap - 1)];
+	pp = &t->by_path[node_hash(n) & (t->cap - 1)];
 	while (*pp != n)
 		pp = &(*pp)->path_next;
 	*pp = n->path_next;
 	t->count--;
+	t->bytes -= fs_node_bytes(n);
 }
 
 int fs_inodes_forget(struct fs_inodes *t, struct fs_node *n, uint64_t nlookup)

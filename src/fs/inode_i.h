@@ -19,28 +19,50 @@
 
 #define FS_ROOT_INO 1
 
+/*
+ * A node: what the kernel holds a lookup count on. Laid out for millions of
+ * them (docs/ARCHITECTURE.md, "Metadata"): one allocation with the path
+ * inline, the ETag in 16 bytes (names_i.h), the ETag of the previous open as
+ * a 64-bit hash (it only decides keep_cache: equal hashes of different ETags,
+ * 2^-64 per change, would keep stale pages), no stored path hash (it is
+ * recomputed when the tables move a node). ~100 bytes + the path.
+ */
 struct fs_node {
 	uint64_t ino;
 	uint64_t nlookup;            /* kernel references; the root is never freed */
 	struct fs_node *ino_next;    /* chain in by_ino */
 	struct fs_node *path_next;   /* chain in by_path */
-	uint64_t path_hash;
-	char *path;                  /* from the mount root, no leading/trailing '/'; root "" */
-	size_t path_len;
-	uint8_t is_dir;
 
 	/* Attributes (files), valid while attr_ms is within the metadata TTL. */
 	uint64_t size;
 	int64_t mtime_ms;            /* wall clock */
-	char etag[FS_ETAG_MAX];
-	int64_t attr_ms;             /* monotonic time they were learnt; 0: stale */
-	char open_etag[FS_ETAG_MAX]; /* ETag at the previous open: keep_cache decision */
+	union {
+		int64_t attr_ms;     /* files: monotonic time the attributes were learnt;
+		                      * 0: stale */
+		int64_t rdc_ms;      /* directories: fetched_ms of the listing last given
+		                      * to the kernel's readdir cache (dir.c); 0: none */
+	};
+	uint64_t open_etag_hash;     /* of the ETag at the previous open (0: none):
+	                              * the keep_cache decision */
+	struct fs_etag etag;         /* etag_kind says the form; FS_ETAG_STR: malloc'd */
+	uint32_t opens;              /* open file handles (never evicted while > 0) */
+	uint8_t etag_kind;
+	uint8_t is_dir;
 	uint8_t size_known;          /* size has been set once */
 	uint8_t size_moved;          /* set again to another value: the kernel may hold an
 	                              * older size (fs.c do_open invalidates it) */
+	uint8_t used;                /* touched since the reaper last passed (CLOCK bit) */
+	uint8_t plus_hint;           /* directories: files looked up in it, saturating,
+	                              * halved at each opendir (dir.c plus_files) */
+	uint16_t path_len;           /* <= FS_KEY_MAX */
+	char path[];                 /* from the mount root, no leading/trailing '/';
+	                              * root ""; NUL-terminated */
 	/* Directory listings live in the path-keyed cache (fs->lcache), not here:
 	 * a subtree listing fills it for directories that have no node yet. */
 };
+
+/* Heap bytes of a node (with malloc's header), for the metadata budget. */
+size_t fs_node_bytes(const struct fs_node *n);
 
 struct keep;
 
@@ -50,6 +72,8 @@ struct fs_inodes {
 	struct fs_node **by_path;
 	size_t cap;                  /* both tables, power of two */
 	size_t count;
+	size_t bytes;                /* nodes (fs_node_bytes) + both tables */
+	size_t hand;                 /* the reaper's CLOCK hand: a by_ino bucket */
 };
 
 int fs_inodes_init(struct fs_inodes *t);

@@ -58,9 +58,14 @@ int fs_listing_install(struct fs *fs, const char *path, size_t len, struct fs_li
 {
 	struct fs_listing *cur = fs_listing_cached(fs, path, len, now_ms);
 
+	int r;
+
 	if (cur && cur->fetched_ms > l->fetched_ms)
 		return 0;
-	return fs_lcache_put(&fs->lcache, path, len, l);
+	r = fs_lcache_put(&fs->lcache, path, len, l);
+	if (fs->meta_max)
+		fs_meta_trim_listings(fs);
+	return r;
 }
 
 void fs_listing_log_hidden(const char *prefix, uint64_t hidden)
@@ -281,4 +286,175 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 	}
 	fs_tree_cleanup(&t);
 	return r;
+}
+
+/* ---------- list-ahead: the next directories of a walk ---------- */
+
+struct fs_lahead {
+	pthread_mutex_t mu;             /* the queue; taken after fs->lock, never before */
+	pthread_cond_t cv;
+	char *q[FS_AHEAD_QUEUE];        /* paths (malloc'd), a ring */
+	size_t qlen[FS_AHEAD_QUEUE];
+	unsigned head, n;
+	int stop;
+	pthread_t th[FS_AHEAD_THREADS];
+	int nth;
+	/* Under fs->lock: how far the walk of one parent has been queued. */
+	uint64_t parent_hash;
+	long upto;
+};
+
+/* Queue path (fs->lock held); 0 when the queue is full. */
+static int lahead_push(struct fs_lahead *la, const char *path, size_t len)
+{
+	char *p;
+	int ok = 0;
+
+	pthread_mutex_lock(&la->mu);
+	if (la->n < FS_AHEAD_QUEUE && (p = malloc(len + 1))) {
+		unsigned slot = (la->head + la->n) % FS_AHEAD_QUEUE;
+
+		memcpy(p, path, len);
+		p[len] = '\0';
+		la->q[slot] = p;
+		la->qlen[slot] = len;
+		la->n++;
+		ok = 1;
+		pthread_cond_signal(&la->cv);
+	}
+	pthread_mutex_unlock(&la->mu);
+	return ok;
+}
+
+static int inflight_has(const struct fs *fs, const char *path, size_t len)
+{
+	for (const struct fs_inflight *i = fs->inflight; i; i = i->next)
+		if (i->len == len && memcmp(i->path, path, len) == 0)
+			return 1;
+	return 0;
+}
+
+/* The kernel caches a readdir of directory path within the TTL (dir.c): a
+ * walk of it needs no listing (fs->lock held). */
+static int rdc_fresh(const struct fs *fs, const char *path, size_t len, int64_t now)
+{
+	const struct fs_node *n = fs_inodes_find(&fs->inodes, path, len, 1);
+
+	return n && n->rdc_ms && now - n->rdc_ms < fs->opts.metadata_ttl_ms;
+}
+
+void fs_list_ahead_locked(struct fs *fs, const char *dir, size_t dlen,
+			  const struct fs_listing *pl, long i)
+{
+	struct fs_lahead *la = fs->lahead;
+	uint64_t h = fs_hash64(dir, dlen, 0x61686561);
+	char path[FS_KEY_MAX + 1];
+	int64_t now = util_now_ms();
+	long j, dirs = 0;
+
+	if (!la || !fs->subtree_max_keys || dlen + 1 + FS_NAME_MAX > FS_KEY_MAX)
+		return;
+	if (la->parent_hash == h && la->upto > i + FS_AHEAD_DIRS / 2)
+		return;                     /* queued far enough already */
+	j = la->parent_hash == h && la->upto > i ? la->upto : i;
+	memcpy(path, dir, dlen);
+	if (dlen)
+		path[dlen] = '/';
+	for (; j < (long)pl->n && dirs < FS_AHEAD_DIRS; j++) {
+		const struct fs_dirent *d = &pl->ents[j];
+		size_t plen = dlen + (dlen ? 1 : 0) + d->name_len;
+
+		if (!d->is_dir)
+			continue;
+		dirs++;
+		memcpy(path + dlen + (dlen ? 1 : 0), d->name, d->name_len);
+		if (fs_listing_cached(fs, path, plen, now) || inflight_has(fs, path, plen) ||
+		    fs_lcache_is_big(&fs->lcache, path, plen, now) || rdc_fresh(fs, path, plen, now))
+			continue;
+		if (!lahead_push(la, path, plen))
+			break;
+	}
+	la->parent_hash = h;
+	la->upto = j;
+}
+
+static void *lahead_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct fs_lahead *la = fs->lahead;
+
+	pthread_mutex_lock(&la->mu);
+	for (;;) {
+		char *path, *prefix;
+		size_t len, plen;
+		int skip;
+
+		while (!la->n && !la->stop)
+			pthread_cond_wait(&la->cv, &la->mu);
+		if (la->stop)
+			break;
+		path = la->q[la->head];
+		len = la->qlen[la->head];
+		la->head = (la->head + 1) % FS_AHEAD_QUEUE;
+		la->n--;
+		pthread_mutex_unlock(&la->mu);
+
+		/* The walk may have got there first. */
+		pthread_mutex_lock(&fs->lock);
+		skip = fs_listing_cached(fs, path, len, util_now_ms()) || inflight_has(fs, path, len) ||
+		       rdc_fresh(fs, path, len, util_now_ms());
+		pthread_mutex_unlock(&fs->lock);
+		if (!skip && fs_path_key(fs, path, len, FS_KEY_DIR, &prefix, &plen) == 0) {
+			FS_STAT_INC(fs, ahead_lists);
+			(void)fs_subtree_list(fs, path, len, prefix, plen);
+			free(prefix);
+		}
+		free(path);
+		pthread_mutex_lock(&la->mu);
+	}
+	while (la->n) {
+		free(la->q[la->head]);
+		la->head = (la->head + 1) % FS_AHEAD_QUEUE;
+		la->n--;
+	}
+	pthread_mutex_unlock(&la->mu);
+	return NULL;
+}
+
+int fs_list_ahead_start(struct fs *fs)
+{
+	const char *env = getenv("FEEDFS_LIST_AHEAD");
+	struct fs_lahead *la;
+
+	if ((env && strcmp(env, "0") == 0) || !fs->subtree_max_keys)
+		return 0;
+	la = calloc(1, sizeof(*la));
+	if (!la)
+		return -ENOMEM;
+	pthread_mutex_init(&la->mu, NULL);
+	pthread_cond_init(&la->cv, NULL);
+	la->upto = -1;
+	fs->lahead = la;
+	for (int i = 0; i < FS_AHEAD_THREADS; i++)
+		if (pthread_create(&la->th[la->nth], NULL, lahead_main, fs) == 0)
+			la->nth++;
+	return 0;
+}
+
+void fs_list_ahead_stop(struct fs *fs)
+{
+	struct fs_lahead *la = fs->lahead;
+
+	if (!la)
+		return;
+	pthread_mutex_lock(&la->mu);
+	la->stop = 1;
+	pthread_cond_broadcast(&la->cv);
+	pthread_mutex_unlock(&la->mu);
+	for (int i = 0; i < la->nth; i++)
+		pthread_join(la->th[i], NULL);
+	pthread_cond_destroy(&la->cv);
+	pthread_mutex_destroy(&la->mu);
+	free(la);
+	fs->lahead = NULL;
 }

@@ -172,6 +172,94 @@ uint64_t fs_hash64(const void *p, size_t n, uint64_t seed)
 	return util_hash64(p, n, seed);
 }
 
+int fs_etag_md5(const char *s, uint8_t out[16])
+{
+	if (strnlen(s, 35) != 34 || s[0] != '"' || s[33] != '"')
+		return 0;
+	for (int i = 0; i < 16; i++) {
+		int v = 0;
+
+		for (int j = 0; j < 2; j++) {
+			char c = s[1 + 2 * i + j];
+
+			/* Lowercase only: what comes back out must be the same text. */
+			if (c >= '0' && c <= '9')
+				v = v * 16 + (c - '0');
+			else if (c >= 'a' && c <= 'f')
+				v = v * 16 + (c - 'a' + 10);
+			else
+				return 0;
+		}
+		out[i] = (uint8_t)v;
+	}
+	return 1;
+}
+
+void fs_etag_str(const struct fs_etag *e, uint8_t kind, char *dst)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	if (kind == FS_ETAG_MD5) {
+		dst[0] = '"';
+		for (int i = 0; i < 16; i++) {
+			dst[1 + 2 * i] = hex[e->u.md5[i] >> 4];
+			dst[2 + 2 * i] = hex[e->u.md5[i] & 15];
+		}
+		dst[33] = '"';
+		dst[34] = '\0';
+	} else if (kind == FS_ETAG_STR) {
+		size_t n = strnlen(e->u.str, FS_ETAG_MAX - 1);
+
+		memcpy(dst, e->u.str, n);
+		dst[n] = '\0';
+	} else {
+		dst[0] = '\0';
+	}
+}
+
+int fs_etag_eq(const struct fs_etag *e, uint8_t kind, const char *s)
+{
+	char buf[FS_ETAG_MAX];
+
+	fs_etag_str(e, kind, buf);
+	return strcmp(buf, s) == 0;
+}
+
+struct fs_chunk {
+	struct fs_chunk *next;
+	size_t cap, used;
+	char data[];
+};
+
+#define FS_CHUNK_MIN 256
+#define FS_CHUNK_MAX (64u << 10)
+
+/* n bytes of l's arena that never move; NULL: -ENOMEM. Chunks double from
+ * FS_CHUNK_MIN so that a small directory does not pay for a big chunk. */
+static char *arena_alloc(struct fs_listing *l, size_t n)
+{
+	struct fs_chunk *c = l->chunks;
+
+	if (!c || c->cap - c->used < n) {
+		size_t cap = c ? c->cap * 2 : FS_CHUNK_MIN;
+
+		if (cap > FS_CHUNK_MAX)
+			cap = FS_CHUNK_MAX;
+		if (cap < n)
+			cap = n;
+		c = malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->cap = cap;
+		c->used = 0;
+		c->next = l->chunks;
+		l->chunks = c;
+		l->arena_bytes += sizeof(*c) + cap;
+	}
+	c->used += n;
+	return c->data + c->used - n;
+}
+
 struct fs_listing *fs_listing_new(int64_t now_ms)
 {
 	struct fs_listing *l = calloc(1, sizeof(*l));
@@ -192,11 +280,29 @@ void fs_listing_put(struct fs_listing *l)
 {
 	if (!l || __atomic_sub_fetch(&l->refs, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	for (size_t i = 0; i < l->n; i++)
-		free(l->ents[i].name);
+	while (l->chunks) {
+		struct fs_chunk *c = l->chunks;
+
+		l->chunks = c->next;
+		free(c);
+	}
 	free(l->ents);
 	free(l->index);
 	free(l);
+}
+
+void fs_listing_done(struct fs_listing *l)
+{
+	/* Immutable from now on: give back the array's growth room. */
+	if (l->n && l->n < l->cap) {
+		struct fs_dirent *e = realloc(l->ents, l->n * sizeof(*e));
+
+		if (e) {
+			l->ents = e;
+			l->cap = l->n;
+		}
+	}
+	l->complete = 1;
 }
 
 /* Slot holding name, or the empty slot where it would go. */
@@ -256,7 +362,7 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 				  const char *etag, size_t *idx)
 {
 	struct fs_dirent *e;
-	size_t s, el;
+	size_t s;
 
 	/* Keep the load factor under 1/2. */
 	if ((l->n + 1) * 2 > l->index_cap && index_grow(l))
@@ -271,7 +377,7 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 		e->is_dir = 1;
 		e->size = 0;
 		e->mtime_ms = 0;
-		e->etag[0] = '\0';
+		e->etag_kind = FS_ETAG_NONE;
 		return FS_ADD_UPGRADED;
 	}
 	if (l->n == l->cap) {
@@ -285,21 +391,30 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 	}
 	e = &l->ents[l->n];
 	memset(e, 0, sizeof(*e));
-	el = (!is_dir && etag) ? strnlen(etag, FS_ETAG_MAX - 1) : 0;
-	/* One allocation: name, NUL, etag, NUL. */
-	e->name = malloc(len + 1 + el + 1);
+	e->name = arena_alloc(l, len + 1);
 	if (!e->name)
 		return FS_ADD_NOMEM;
 	memcpy(e->name, name, len);
 	e->name[len] = '\0';
-	e->etag = e->name + len + 1;
-	memcpy(e->etag, etag ? etag : "", el);
-	e->etag[el] = '\0';
 	e->name_len = (uint32_t)len;
 	e->is_dir = !!is_dir;
 	if (!is_dir) {
 		e->size = size;
 		e->mtime_ms = mtime_ms;
+		if (etag && etag[0]) {
+			if (fs_etag_md5(etag, e->etag.u.md5)) {
+				e->etag_kind = FS_ETAG_MD5;
+			} else {
+				size_t el = strnlen(etag, FS_ETAG_MAX - 1);
+
+				e->etag.u.str = arena_alloc(l, el + 1);
+				if (!e->etag.u.str)
+					return FS_ADD_NOMEM;
+				memcpy(e->etag.u.str, etag, el);
+				e->etag.u.str[el] = '\0';
+				e->etag_kind = FS_ETAG_STR;
+			}
+		}
 	}
 	*idx = l->n++;
 	l->index[s] = (uint32_t)l->n;
@@ -308,12 +423,9 @@ enum fs_add_result fs_listing_add(struct fs_listing *l, const char *name, size_t
 
 size_t fs_listing_bytes(const struct fs_listing *l)
 {
-	size_t b = sizeof(*l) + l->cap * sizeof(*l->ents) + l->index_cap * sizeof(*l->index);
-
-	/* name + etag allocation, plus malloc's own header and rounding */
-	for (size_t i = 0; i < l->n; i++)
-		b += l->ents[i].name_len + strlen(l->ents[i].etag) + 2 + 16;
-	return b;
+	/* Every allocation plus malloc's own header (~16 bytes) for each. */
+	return sizeof(*l) + 16 + l->cap * sizeof(*l->ents) + 16 +
+	       l->index_cap * sizeof(*l->index) + 16 + l->arena_bytes;
 }
 
 /* ---------- subtree: many listings from one flat key list ---------- */
@@ -475,7 +587,7 @@ int fs_tree_add(struct fs_tree *t, const char *rel, size_t rel_len, uint64_t siz
 void fs_tree_finish(struct fs_tree *t)
 {
 	for (size_t i = 0; i < t->n; i++)
-		t->dirs[i].l->complete = 1;
+		fs_listing_done(t->dirs[i].l);
 }
 
 struct fs_listing *fs_tree_find(const struct fs_tree *t, const char *path, size_t len)
@@ -624,8 +736,17 @@ struct fs_listing *fs_lcache_get(struct fs_lcache *c, const char *path, size_t l
 
 	if (!e || !e->l)
 		return NULL;
-	if (e->l->complete && now_ms - e->l->fetched_ms < ttl_ms)
+	if (e->l->complete && now_ms - e->l->fetched_ms < ttl_ms) {
+		/* Least recently used goes first: the parent of a walk, asked
+		 * at every step down, stays while its children come and go. */
+		if (c->newest != e) {
+			lc_unlink_order(c, e);
+			e->older = c->newest;
+			c->newest->newer = e;
+			c->newest = e;
+		}
 		return e->l;
+	}
 	lc_drop_listing(c, e);
 	if (e->big_until_ms <= now_ms)
 		lc_remove(c, pp);
@@ -649,9 +770,15 @@ int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_l
 	else
 		c->oldest = e;
 	c->newest = e;
+	fs_lcache_trim(c, c->max_bytes);
+	return 0;
+}
+
+void fs_lcache_trim(struct fs_lcache *c, size_t max_bytes)
+{
 	/* Oldest first; a listing bigger than the whole bound is still kept
 	 * alone (the directory being read needs it). */
-	while (c->bytes > c->max_bytes && c->oldest && c->oldest != e) {
+	while (c->bytes > max_bytes && c->oldest && c->oldest != c->newest) {
 		struct fs_lcache_ent *o = c->oldest;
 
 		c->evictions++;
@@ -659,7 +786,6 @@ int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_l
 		if (!o->big_until_ms)
 			lc_remove(c, lc_slot(c, o->path, o->len, o->hash));
 	}
-	return 0;
 }
 
 int fs_lcache_mark_big(struct fs_lcache *c, const char *path, size_t len, int64_t until_ms)

@@ -73,17 +73,49 @@ int fs_path_join(const char *dir, size_t dir_len, const char *name, size_t name_
  * stays because inode numbers and every fs table are keyed by it. */
 uint64_t fs_hash64(const void *p, size_t n, uint64_t seed);
 
-/* One directory entry as listed. */
+/*
+ * A compact ETag. S3's usual form, '"' + 32 lowercase hex digits + '"' (an
+ * MD5), is kept as its 16 bytes (FS_ETAG_MD5); any other form (multipart
+ * "-N", other stores) as a pointer to a copy (FS_ETAG_STR), owned by whoever
+ * holds the etag (a node: malloc'd; a listing: its arena). 16 bytes where a
+ * node used to carry two FS_ETAG_MAX buffers.
+ */
+enum { FS_ETAG_NONE = 0, FS_ETAG_MD5, FS_ETAG_STR };
+struct fs_etag {
+	union {
+		uint8_t md5[16];
+		char *str;
+	} u;
+};
+/* 1 and out filled when s is the MD5 form, else 0. */
+int fs_etag_md5(const char *s, uint8_t out[16]);
+/* The ETag as text into dst (FS_ETAG_MAX bytes); "" for none. */
+void fs_etag_str(const struct fs_etag *e, uint8_t kind, char *dst);
+/* 1 when e is the ETag s. */
+int fs_etag_eq(const struct fs_etag *e, uint8_t kind, const char *s);
+
+/* One directory entry as listed. Names (and ETags not of the MD5 form) live
+ * in the listing's arena: an entry costs 48 bytes + its name + 1 (+ 8 of
+ * name index), no malloc of its own. */
 struct fs_dirent {
-	char *name;                /* NUL-terminated; valid names never hold NUL */
-	uint32_t name_len;
-	uint8_t is_dir;
+	char *name;                /* NUL-terminated, in the arena; never holds NUL */
 	uint64_t size;
 	int64_t mtime_ms;          /* wall clock; 0 for directories */
-	char *etag;                /* "" for directories; shares name's allocation
-				    * (an entry is ~40 bytes + names: a 100k-key
-				    * subtree is held in ~10 MB, not 20) */
+	struct fs_etag etag;       /* etag_kind says which form; none for directories */
+	uint32_t name_len;
+	uint8_t is_dir;
+	uint8_t etag_kind;
 };
+
+/* The entry's ETag as text into dst (FS_ETAG_MAX bytes). */
+static inline void fs_dirent_etag(const struct fs_dirent *d, char *dst)
+{
+	fs_etag_str(&d->etag, d->etag_kind, dst);
+}
+
+/* Arena chunk of a listing: names and odd ETags, never moved once written
+ * (entries point into it), freed with the listing. */
+struct fs_chunk;
 
 /*
  * A listing: entries in arrival order (an entry's index never changes, which is
@@ -100,11 +132,15 @@ struct fs_listing {
 	uint32_t *index;           /* slots: entry index + 1, 0 = empty */
 	size_t index_cap;          /* power of two */
 	uint64_t hidden;           /* items hidden while building */
+	struct fs_chunk *chunks;   /* arena, newest first */
+	size_t arena_bytes;        /* bytes of all chunks */
 };
 
 struct fs_listing *fs_listing_new(int64_t now_ms);
 void fs_listing_get(struct fs_listing *l);
 void fs_listing_put(struct fs_listing *l);
+/* The listing is whole: mark it complete (immutable from now on). */
+void fs_listing_done(struct fs_listing *l);
 
 /* What fs_listing_add did. */
 enum fs_add_result {
@@ -170,7 +206,7 @@ struct fs_listing *fs_tree_find(const struct fs_tree *t, const char *path, size_
  * relative), whoever built them (a delimited walk of one directory or a
  * subtree). Entries are trusted for ttl_ms from the listing's fetched_ms and
  * dropped when found older. Memory is bounded: when the listings held exceed
- * max_bytes the oldest installed are evicted first. An entry can also carry a
+ * max_bytes the least recently installed or found (fs_lcache_get) go first. An entry can also carry a
  * "too big for a subtree listing" mark with its own expiry (big_until_ms),
  * kept when the listing is replaced.
  *
@@ -195,6 +231,9 @@ struct fs_listing *fs_lcache_get(struct fs_lcache *c, const char *path, size_t l
 /* Installs (takes a new reference on) l as path's listing, replacing any.
  * 0 or -ENOMEM (the cache is unchanged then). */
 int fs_lcache_put(struct fs_lcache *c, const char *path, size_t len, struct fs_listing *l);
+/* Evict the oldest listings until the cache holds at most max_bytes, always
+ * keeping the newest (the directory being read needs it). */
+void fs_lcache_trim(struct fs_lcache *c, size_t max_bytes);
 /* The "too big" mark: set until until_ms; test at now_ms. */
 int fs_lcache_mark_big(struct fs_lcache *c, const char *path, size_t len, int64_t until_ms);
 int fs_lcache_is_big(struct fs_lcache *c, const char *path, size_t len, int64_t now_ms);

@@ -17,6 +17,7 @@
  */
 #include "fs_i.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "feedfs/s3.h"
@@ -30,14 +31,6 @@ int fs_path_key(const struct fs *fs, const char *path, size_t len, unsigned flag
 int fs_attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms)
 {
 	return n->attr_ms && now_ms - n->attr_ms < fs->opts.metadata_ttl_ms;
-}
-
-void fs_copy_etag(char *dst, const char *src)
-{
-	size_t n = strnlen(src, FS_ETAG_MAX - 1);
-
-	memcpy(dst, src, n);
-	dst[n] = '\0';
 }
 
 void fs_fill_stat(const struct fs *fs, const struct fs_node *n, struct stat *st)
@@ -82,20 +75,58 @@ static void node_set_size(struct fs_node *n, uint64_t size)
 	n->size = size;
 }
 
-void fs_node_set_from_dirent(struct fs_node *n, const struct fs_dirent *d, int64_t when_ms)
+/* The node's ETag becomes s (bytes of the table move with it: t). An ETag
+ * of an odd form that cannot be copied is left out (""): the read path then
+ * pins no version, as for a store that sends none. */
+static void node_set_etag(struct fs_inodes *t, struct fs_node *n, const char *s)
 {
+	uint8_t md5[16];
+
+	if (n->etag_kind == FS_ETAG_STR) {
+		if (strcmp(n->etag.u.str, s) == 0)
+			return;
+		t->bytes -= strlen(n->etag.u.str) + 1 + 16;
+		free(n->etag.u.str);
+	}
+	n->etag_kind = FS_ETAG_NONE;
+	if (!s[0])
+		return;
+	if (fs_etag_md5(s, md5)) {
+		memcpy(n->etag.u.md5, md5, 16);
+		n->etag_kind = FS_ETAG_MD5;
+		return;
+	}
+	n->etag.u.str = strndup(s, FS_ETAG_MAX - 1);
+	if (n->etag.u.str) {
+		n->etag_kind = FS_ETAG_STR;
+		t->bytes += strlen(n->etag.u.str) + 1 + 16;
+	}
+}
+
+void fs_node_etag(const struct fs_node *n, char *dst)
+{
+	fs_etag_str(&n->etag, n->etag_kind, dst);
+}
+
+void fs_node_set_from_dirent(struct fs_inodes *t, struct fs_node *n, const struct fs_dirent *d,
+			     int64_t when_ms)
+{
+	char etag[FS_ETAG_MAX];
+
 	if (n->is_dir || d->is_dir || n->attr_ms > when_ms)
 		return;
 	node_set_size(n, d->size);
 	n->mtime_ms = d->mtime_ms;
-	fs_copy_etag(n->etag, d->etag);
+	fs_dirent_etag(d, etag);
+	node_set_etag(t, n, etag);
 	n->attr_ms = when_ms;
 }
 
-void fs_node_set_from_object(struct fs_node *n, const struct s3_object *o, int64_t when_ms)
+void fs_node_set_from_object(struct fs_inodes *t, struct fs_node *n, const struct s3_object *o,
+			     int64_t when_ms)
 {
 	node_set_size(n, o->size);
 	n->mtime_ms = o->mtime_ms;
-	fs_copy_etag(n->etag, o->etag);
+	node_set_etag(t, n, o->etag);
 	n->attr_ms = when_ms;
 }

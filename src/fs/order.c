@@ -107,7 +107,7 @@ void fs_order_opened(struct fs *fs, fuse_ino_t ino)
 			size_t pl;
 			int r;
 
-			if (e->is_dir || e->size == 0 || e->size > max_size || !e->etag[0])
+			if (e->is_dir || e->size == 0 || e->size > max_size || !e->etag_kind)
 				continue;
 			r = fs_path_join(n->path, dlen, e->name, e->name_len, &path, &pl);
 			if (r == 0) {
@@ -118,7 +118,7 @@ void fs_order_opened(struct fs *fs, fuse_ino_t ino)
 				break;
 			if (r < 0)
 				continue;       /* a key no store can hold: nothing to want */
-			snprintf(x->etag, sizeof(x->etag), "%s", e->etag);
+			fs_dirent_etag(e, x->etag);
 			x->size = e->size;
 			x->idx = j;
 			nw++;

@@ -240,7 +240,7 @@ int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const 
 	if (id > 0) {
 		n->passed = 1;
 		n->backing = id;
-		fs_copy_etag(n->etag, etag);
+		snprintf(n->etag, sizeof(n->etag), "%s", etag);
 		FS_STAT_INC(fs, pt_opens);
 		FS_STAT_INC(fs, pt_backing_opens);
 	} else {
@@ -293,7 +293,7 @@ static void adopt_handle(void *arg, uint64_t fh, uint64_t ino, const char *etag,
 	if (backing > 0) {
 		n->passed++;
 		n->backing = backing;
-		fs_copy_etag(n->etag, etag);
+		snprintf(n->etag, sizeof(n->etag), "%s", etag);
 	} else {
 		n->normal++;
 	}

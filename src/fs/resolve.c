@@ -43,7 +43,12 @@ static int from_listing(struct fs *fs, const struct fs_listing *l, const char *p
 	d = &l->ents[i];
 	if (d->is_dir)
 		return -EISDIR;
-	snprintf(etag, etag_len, "%s", d->etag);
+	{
+		char buf[FS_ETAG_MAX];
+
+		fs_dirent_etag(d, buf);
+		snprintf(etag, etag_len, "%s", buf);
+	}
 	*size = d->size;
 	return fs_path_key(fs, path, len, 0, key, key_len);
 }
@@ -121,7 +126,7 @@ static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_infli
 		free(prefix);
 		return r;
 	}
-	l->complete = 1;
+	fs_listing_done(l);
 	if (l->hidden) {
 		FS_STAT_ADD(fs, hidden, l->hidden);
 		fs_listing_log_hidden(prefix, l->hidden);

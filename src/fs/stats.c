@@ -18,6 +18,9 @@ static void fs_snapshot(void *obj, void *out)
 	s->listing_dirs = fs->lcache.count;
 	s->listing_bytes = fs->lcache.bytes;
 	s->listing_evictions = fs->lcache.evictions;
+	s->node_bytes = fs->inodes.bytes;
+	s->meta_bytes = fs_meta_bytes(fs);
+	s->meta_max = fs->meta_max;
 	pthread_mutex_unlock(&fs->lock);
 }
 
@@ -67,6 +70,18 @@ static const struct stats_field fs_fields[] = {
 	ROW_G(listing_bytes, "fs_listing_cache_bytes", "Bytes of the listing cache."),
 	ROW_C(listing_evictions, "fs_listing_cache_evictions_total", "",
 	      "Listings evicted from the listing cache."),
+	ROW_G(node_bytes, "fs_node_bytes", "Bytes of the nodes the kernel holds, with their tables."),
+	ROW_G(meta_bytes, "fs_metadata_bytes", "Bytes of metadata: listings and nodes."),
+	ROW_G(meta_max, "fs_metadata_max_bytes",
+	      "The metadata share of --max-memory (0: unbounded)."),
+	ROW_C(meta_invals, "fs_metadata_invalidations_total", "",
+	      "Entries the kernel was asked to forget to keep metadata within its share."),
+	ROW_C(ahead_lists, "fs_list_ahead_total", "",
+	      "Subtree listings made ahead of a walk, for the next directories."),
+	ROW_C(readdir_kept, "fuse_opendir_kept_total", "",
+	      "Opendirs answered from the kernel's readdir cache."),
+	ROW_C(readdir_regen, "fs_readdir_regen_total", "",
+	      "Lazy directory handles that had to list again and found another listing."),
 };
 #undef ROW_C
 #undef ROW_G

@@ -229,11 +229,13 @@ def test_bad_cache_options_fail_with_one_line(mount, bucket, tmp_path, args, nee
 
 
 @pytest.mark.parametrize("mem,io_mib,budget_mib", [
-    ([], 80, 432),                    # default 512 MiB: 64 MiB of blocks + 16 of pieces
+    ([], 80, 368),                    # default 512 MiB: 64 MiB of blocks + 16 of pieces,
+                                      # 64 MiB (an eighth) of metadata
     (["--max-memory", "40M"], 8, 32),  # the smallest a cache mount with 8 MiB parts takes
 ], ids=["default", "40M"])
 def test_cache_io_buffers_come_out_of_max_memory(mount, bucket, tmp_path, mem, io_mib, budget_mib):
-    # Readahead gets what the cache's io buffers leave of --max-memory, and
+    # Readahead gets what the cache's io buffers and the metadata share leave
+    # of --max-memory (never less than 4 parts: the 40M case), and
     # reads still return the right bytes.
     m = mount(bucket, "", "--cache-dir", str(tmp_path / "c"), *BS, *mem)
     assert read_all(m) == expected()

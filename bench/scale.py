@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""scale — walks of millions of keys: feedfs against a plain listing client.
+
+Starts bench/synth_s3.py (DIRS x FILES computed keys) in its own process,
+times a plain paginated ListObjectsV2 client (keep-alive, 1000 keys a page,
+the whole flat listing) against it, then mounts feedfs on it and measures:
+
+  walk cold   find MNT -type f (count checked)
+  walk warm   the same again (the listings are cached: no requests)
+  stat        find MNT -type f -printf %s (every file stat'ed; sizes summed
+              and checked against the endpoint's formula)
+  reads       READS random files opened by path, sha256 of every byte checked
+
+each with seconds, the endpoint's request counts, and the serving daemon's
+peak RSS (VmHWM) and current RSS; feedfs's own metadata counters at the end.
+Prints one JSON object (and writes it to --out). Timing is reported, never
+asserted.
+
+    python3 bench/scale.py --dirs 1000 --files 1000 --max-memory 256M \
+        --out bench/results/scale-1m.json
+"""
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import synth_s3  # noqa: E402
+
+
+def plain_listing(port, prefix=""):
+    """The whole flat listing, one keep-alive connection: (keys, pages, s)."""
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    tok, keys, pages = None, 0, 0
+    t0 = time.monotonic()
+    key_re = re.compile(rb"<Key>")
+    tok_re = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
+    while True:
+        q = {"list-type": "2", "prefix": prefix, "max-keys": "1000"}
+        if tok:
+            q["continuation-token"] = tok
+        c.request("GET", "/synth/?" + urllib.parse.urlencode(q))
+        body = c.getresponse().read()
+        pages += 1
+        keys += len(key_re.findall(body))
+        m = tok_re.search(body)
+        if not m:
+            break
+        tok = m.group(1).decode()
+    return keys, pages, time.monotonic() - t0
+
+
+def counts(port):
+    c = http.client.HTTPConnection("127.0.0.1", port)
+    c.request("GET", "/__synth/stats")
+    return json.loads(c.getresponse().read())
+
+
+def delta(a, b):
+    return {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b)
+            if k != "stats" and b.get(k, 0) != a.get(k, 0)}
+
+
+def mem_of(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("VmHWM:", "VmRSS:")):
+                out[line.split(":")[0]] = int(line.split()[1]) // 1024   # MiB
+    return out
+
+
+def serving_pid(binary, mnt):
+    """Under the keeper the process whose parent is the keeper; alone, the one."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == os.path.basename(binary).encode() and \
+                mnt.encode() in argv:
+            pids.append(int(d))
+    for pid in pids:
+        with open("/proc/%d/stat" % pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        if ppid in pids:
+            return pid
+    return pids[0]
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    r = fn()
+    return r, round(time.monotonic() - t0, 2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dirs", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--names", default="short")
+    ap.add_argument("--max-memory", default="256M")
+    ap.add_argument("--reads", type=int, default=300)
+    ap.add_argument("--no-stat", action="store_true", help="skip the stat workload")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "feedfs"))
+    ap.add_argument("--args", default="", help="more feedfs options")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+
+    port = int(subprocess.check_output([sys.executable, "-c",
+                                        "import socket;s=socket.socket();s.bind(('127.0.0.1',0));"
+                                        "print(s.getsockname()[1])"]))
+    srv = subprocess.Popen([sys.executable, os.path.join(HERE, "synth_s3.py"), "--dirs",
+                            str(a.dirs), "--files", str(a.files), "--names", a.names,
+                            "--port", str(port)], stdout=subprocess.PIPE)
+    srv.stdout.readline()
+    keys = synth_s3.Keys(a.dirs, a.files, a.names)
+    res = {"keys": keys.n, "dirs": a.dirs, "files": a.files, "names": a.names,
+           "max_memory": a.max_memory, "args": a.args}
+    tmp = tempfile.mkdtemp(prefix="feedfs-scale.")
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y")
+    try:
+        n, pages, secs = plain_listing(port)
+        assert n == keys.n, (n, keys.n)
+        res["plain_listing"] = {"s": round(secs, 2), "pages": pages}
+
+        argv = [a.bin, "s3://synth/", mnt, "--endpoint-url", "http://127.0.0.1:%d" % port,
+                "--force-path-style", "--region", "us-east-1", "--max-memory", a.max_memory,
+                "--metadata-ttl", "3600", "--log-file", os.path.join(tmp, "feedfs.log")]
+        argv += a.args.split()
+        subprocess.run(argv, check=True, env=env, timeout=60)
+        pid = serving_pid(a.bin, mnt)
+        res["rss_mounted"] = mem_of(pid)
+
+        def walk():
+            out = subprocess.run(["find", mnt, "-type", "f"], capture_output=True, check=True)
+            return out.stdout.count(b"\n")
+
+        for name in ("walk_cold", "walk_warm"):
+            c0 = counts(port)
+            got, s = timed(walk)
+            assert got == keys.n, (name, got, keys.n)
+            res[name] = {"s": s, "requests": delta(c0, counts(port)), **mem_of(pid)}
+
+        if not a.no_stat:
+            def stat_all():
+                out = subprocess.run(["find", mnt, "-type", "f", "-printf", "%s\n"],
+                                     capture_output=True, check=True)
+                return out.stdout.split()
+
+            c0 = counts(port)
+            sizes, s = timed(stat_all)
+            assert len(sizes) == keys.n
+            want = sum(keys.size(keys.key(i)) for i in range(keys.n))
+            assert sum(int(x) for x in sizes) == want, "sizes differ"
+            res["stat"] = {"s": s, "requests": delta(c0, counts(port)), **mem_of(pid)}
+
+        rnd = random.Random(22)
+        picks = [rnd.randrange(keys.n) for _ in range(a.reads)]
+
+        def reads():
+            bad = 0
+            for i in picks:
+                k = keys.key(i)
+                with open(os.path.join(mnt, k.decode()), "rb") as f:
+                    if hashlib.sha256(f.read()).digest() != hashlib.sha256(keys.data(k)).digest():
+                        bad += 1
+            return bad
+
+        c0 = counts(port)
+        bad, s = timed(reads)
+        assert bad == 0, "%d files with wrong bytes" % bad
+        res["reads"] = {"n": a.reads, "s": s, "requests": delta(c0, counts(port)), **mem_of(pid)}
+        st = subprocess.run([a.bin, "stats", "--json", mnt], capture_output=True, text=True)
+        if st.returncode == 0:
+            res["feedfs_stats_fs"] = json.loads(st.stdout).get("fs")
+        res["peak_rss_mib"] = mem_of(pid)["VmHWM"]
+    finally:
+        subprocess.run(["fusermount3", "-u", mnt])
+        srv.terminate()
+    res["command"] = " ".join(["python3", "bench/scale.py"] + sys.argv[1:])
+    js = json.dumps(res, indent=1, sort_keys=True)
+    print(js)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(js + "\n")
+
+
+if __name__ == "__main__":
+    main()
