@@ -36,7 +36,9 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 import synth_s3  # noqa: E402
+from mounter import pids_of_mount  # noqa: E402
 
 
 def plain_listing(port, prefix=""):
@@ -83,18 +85,7 @@ def mem_of(pid):
 
 def serving_pid(binary, mnt):
     """Under the keeper the process whose parent is the keeper; alone, the one."""
-    pids = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]) == os.path.basename(binary).encode() and \
-                mnt.encode() in argv:
-            pids.append(int(d))
+    pids = pids_of_mount(binary, mnt)
     for pid in pids:
         with open("/proc/%d/stat" % pid) as f:
             ppid = int(f.read().rsplit(")", 1)[1].split()[1])
