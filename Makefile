@@ -261,9 +261,9 @@ tsan: ## concurrent unit tests (prefetch, ahead, hint, cache, creds) under Threa
 	$(Q)FEEDFS_WD_SCALE=$${FEEDFS_WD_SCALE:-10} TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 		tests/run_unit.sh $(addprefix build/san-thread/tests/,$(TSAN_TESTS))
 
-# test_cache is left out: valgrind 3.19 does not model io_uring and the test
+# test_cache and test_promote are left out: valgrind 3.19 does not model io_uring and the tests
 # waits forever for completions (ASan and TSan cover it).
-VG_BINS := $(filter-out %/test_cache,$(UNIT_BINS))
+VG_BINS := $(filter-out %/test_cache %/test_promote,$(UNIT_BINS))
 
 valgrind: $(VG_BINS) ## unit tests under valgrind memcheck (one per core): no errors, no definite leaks
 	$(Q)printf '%s\n' $(VG_BINS) | xargs -P$(NPROC) -I{} sh -c '\
