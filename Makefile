@@ -262,7 +262,7 @@ tsan: ## concurrent unit tests (prefetch, ahead, hint, cache, creds) under Threa
 		tests/run_unit.sh $(addprefix build/san-thread/tests/,$(TSAN_TESTS))
 
 # test_cache and test_promote are left out: valgrind 3.19 does not model io_uring and the tests
-# waits forever for completions (ASan and TSan cover it).
+# wait forever for completions (ASan and TSan cover them).
 VG_BINS := $(filter-out %/test_cache %/test_promote,$(UNIT_BINS))
 
 valgrind: $(VG_BINS) ## unit tests under valgrind memcheck (one per core): no errors, no definite leaks
