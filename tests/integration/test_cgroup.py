@@ -25,6 +25,12 @@ def budget_for(limit):
     return half - 64 * MIB if half > 96 * MIB else 32 * MIB
 
 
+def max_memory_of(st):
+    """The --max-memory a mount without a cache dir works to: the read buffers'
+    budget plus the metadata share (fs.meta_max)."""
+    return st["budget"]["max_bytes"] + st["fs"]["meta_max"]
+
+
 def _proc_cgroups():
     out = {}
     with open("/proc/self/cgroup") as f:
@@ -155,11 +161,11 @@ def test_budget_follows_cgroup_limit(cgroup_with_limit, mounter, s3server, s3, n
     limit = 768 * MIB
     cg, wrapper = cgroup_with_limit(limit)
     m = mounter.mount("s3://%s" % b, s3rver_args(s3server.url), binary=wrapper)
-    assert feedfs_stats(m)["budget"]["max_bytes"] == budget_for(limit) == 320 * MIB
+    assert max_memory_of(feedfs_stats(m)) == budget_for(limit) == 320 * MIB
     # An explicit --max-memory wins over the limit.
     m2 = mounter.mount("s3://%s" % b, s3rver_args(s3server.url) + ["--max-memory", "100M"],
                        binary=wrapper)
-    assert feedfs_stats(m2)["budget"]["max_bytes"] == 100 * MIB
+    assert max_memory_of(feedfs_stats(m2)) == 100 * MIB
     with open(m.p("x"), "rb") as f:
         assert f.read() == b"x"
 
@@ -180,7 +186,7 @@ def test_load_stays_below_cgroup_limit(cgroup_with_limit, mounter, s3server, s3,
     cg, wrapper = cgroup_with_limit(limit)
     m = mounter.mount("s3://%s" % b, s3rver_args(s3server.url), binary=wrapper)
     st = feedfs_stats(m)
-    assert st["budget"]["max_bytes"] == budget_for(limit) == 64 * MIB
+    assert max_memory_of(st) == budget_for(limit) == 64 * MIB
     bad = read_in_threads(m, keys, lambda k: content_for(k, 24 * MIB), threads=8)
     assert bad == []
     st = feedfs_stats(m)
