@@ -28,13 +28,7 @@ def main():
     ap.add_argument("--names", default="short")
     ap.add_argument("--bin", default=os.path.join(os.path.dirname(HERE), "build", "feedfs"))
     a = ap.parse_args()
-    port = int(subprocess.check_output([sys.executable, "-c",
-                                        "import socket;s=socket.socket();s.bind(('127.0.0.1',0));"
-                                        "print(s.getsockname()[1])"]))
-    srv = subprocess.Popen([sys.executable, os.path.join(HERE, "synth_s3.py"), "--dirs",
-                            str(a.dirs), "--files", str(a.files), "--names", a.names,
-                            "--port", str(port)], stdout=subprocess.PIPE)
-    srv.stdout.readline()
+    srv, port = scale.start_synth(a.dirs, a.files, a.names)
     tmp = tempfile.mkdtemp(prefix="feedfs-meta.")
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)

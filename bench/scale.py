@@ -41,6 +41,18 @@ import synth_s3  # noqa: E402
 from mounter import pids_of_mount  # noqa: E402
 
 
+def start_synth(dirs, files, names):
+    """bench/synth_s3.py on a free port, ready: (process, port)."""
+    port = int(subprocess.check_output([sys.executable, "-c",
+                                        "import socket;s=socket.socket();s.bind(('127.0.0.1',0));"
+                                        "print(s.getsockname()[1])"]))
+    srv = subprocess.Popen([sys.executable, os.path.join(HERE, "synth_s3.py"), "--dirs",
+                            str(dirs), "--files", str(files), "--names", names,
+                            "--port", str(port)], stdout=subprocess.PIPE)
+    srv.stdout.readline()
+    return srv, port
+
+
 def plain_listing(port, prefix=""):
     """The whole flat listing, one keep-alive connection: (keys, pages, s)."""
     c = http.client.HTTPConnection("127.0.0.1", port)
@@ -113,13 +125,7 @@ def main():
     ap.add_argument("--out")
     a = ap.parse_args()
 
-    port = int(subprocess.check_output([sys.executable, "-c",
-                                        "import socket;s=socket.socket();s.bind(('127.0.0.1',0));"
-                                        "print(s.getsockname()[1])"]))
-    srv = subprocess.Popen([sys.executable, os.path.join(HERE, "synth_s3.py"), "--dirs",
-                            str(a.dirs), "--files", str(a.files), "--names", a.names,
-                            "--port", str(port)], stdout=subprocess.PIPE)
-    srv.stdout.readline()
+    srv, port = start_synth(a.dirs, a.files, a.names)
     keys = synth_s3.Keys(a.dirs, a.files, a.names)
     res = {"keys": keys.n, "dirs": a.dirs, "files": a.files, "names": a.names,
            "max_memory": a.max_memory, "args": a.args}
