@@ -1,13 +1,25 @@
 /*
  * list — ListObjectsV2 and ListObjects V1 response parsing.
  *
- * The body is parsed into a libxml2 tree (a page is at most ~1000 entries, a few
- * hundred KiB) and walked element by element; anything that does not fit the
- * schema we rely on (missing Key, unparsable Size, truncated without a token)
- * rejects the whole page with -EIO rather than guessing. Keys and prefixes are
- * decoded only when the response itself says <EncodingType>url</EncodingType>:
- * some servers ignore the encoding-type request parameter, and decoding a raw
- * key such as "a+b%25" would silently rename it.
+ * DESIGN
+ * A page (at most ~1000 entries, a few hundred KiB) goes through libxml2's
+ * SAX2 push parser in one chunk: one small callback per element start, text
+ * and end, and a state that knows where in the schema it is (depth 1 the
+ * ListBucketResult, 2 its children, 3 inside a Contents or CommonPrefixes).
+ * No document tree is built: walking a million keys, building and freeing
+ * that tree took most of the daemon's CPU (malloc per node, several threads'
+ * parsers contending for the allocator). Text is collected only for the
+ * elements we read, in one buffer reused for the whole page; a key costs one
+ * malloc, its own.
+ *
+ * Anything that does not fit the schema we rely on (missing Key, unparsable
+ * Size, truncated without a token, a DTD, XML that is not well formed)
+ * rejects the whole page with -EIO rather than guessing. Keys and prefixes
+ * are decoded only when the response itself says
+ * <EncodingType>url</EncodingType> (which may come after the keys, so they are
+ * kept raw and decoded in place at the end): some servers ignore the
+ * encoding-type request parameter, and decoding a raw key such as "a+b%25"
+ * would silently rename it.
  */
 #include "s3_i.h"
 
@@ -16,7 +28,6 @@
 #include <string.h>
 
 #include <libxml/parser.h>
-#include <libxml/tree.h>
 
 #include "feedfs/util.h"
 
@@ -31,117 +42,48 @@ static int hexval(int c)
 	return -1;
 }
 
-/* S3 encodes listing keys form-style (space as '+', '+' as %2B), hence '+' -> ' '. */
-char *s3_url_decode(const char *s, size_t len, size_t *out_len)
+/* Decodes s[0, len) in place (the result is never longer) and NUL-terminates
+ * it: its length, or -1 on a bad escape. S3 encodes listing keys form-style
+ * (space as '+', '+' as %2B), hence '+' -> ' '. */
+static ssize_t url_decode_inplace(char *s, size_t len)
 {
-	char *out = malloc(len + 1);
 	size_t o = 0;
 
-	if (!out)
-		return NULL;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] == '%') {
 			int hi, lo;
 
-			if (i + 2 >= len) {
-				free(out);
-				return NULL;
-			}
+			if (i + 2 >= len)
+				return -1;
 			hi = hexval((unsigned char)s[i + 1]);
 			lo = hexval((unsigned char)s[i + 2]);
-			if (hi < 0 || lo < 0) {
-				free(out);
-				return NULL;
-			}
-			out[o++] = (char)(hi << 4 | lo);
+			if (hi < 0 || lo < 0)
+				return -1;
+			s[o++] = (char)(hi << 4 | lo);
 			i += 2;
-		} else if (s[i] == '+') {
-			out[o++] = ' ';
 		} else {
-			out[o++] = s[i];
+			s[o++] = s[i] == '+' ? ' ' : s[i];
 		}
 	}
-	out[o] = '\0';
-	*out_len = o;
+	s[o] = '\0';
+	return (ssize_t)o;
+}
+
+char *s3_url_decode(const char *s, size_t len, size_t *out_len)
+{
+	char *out = malloc(len + 1);
+	ssize_t n;
+
+	if (!out)
+		return NULL;
+	memcpy(out, s, len);
+	n = url_decode_inplace(out, len);
+	if (n < 0) {
+		free(out);
+		return NULL;
+	}
+	*out_len = (size_t)n;
 	return out;
-}
-
-static int name_is(const xmlNode *n, const char *name)
-{
-	return n->type == XML_ELEMENT_NODE && strcmp((const char *)n->name, name) == 0;
-}
-
-/* Text of an element as malloc'd bytes, decoded when url is set. */
-static int node_bytes(xmlNode *n, int url, char **out, size_t *out_len)
-{
-	xmlChar *t = xmlNodeGetContent(n);
-	size_t l;
-
-	if (!t)
-		return -EIO;
-	l = strlen((const char *)t);
-	if (url) {
-		*out = s3_url_decode((const char *)t, l, out_len);
-	} else {
-		*out = malloc(l + 1);
-		if (*out) {
-			memcpy(*out, t, l + 1);
-			*out_len = l;
-		}
-	}
-	xmlFree(t);
-	return *out ? 0 : -EIO;
-}
-
-static int node_u64(xmlNode *n, uint64_t *v)
-{
-	xmlChar *t = xmlNodeGetContent(n);
-	char *end;
-	int ret = -EIO;
-
-	if (!t)
-		return -EIO;
-	if (t[0] >= '0' && t[0] <= '9') {
-		errno = 0;
-		*v = strtoull((const char *)t, &end, 10);
-		if (errno == 0 && *end == '\0')
-			ret = 0;
-	}
-	xmlFree(t);
-	return ret;
-}
-
-static int parse_contents(xmlNode *c, int url, struct s3_object *o)
-{
-	int have_key = 0, have_size = 0;
-
-	for (xmlNode *n = c->children; n; n = n->next) {
-		if (name_is(n, "Key")) {
-			if (have_key || node_bytes(n, url, &o->key, &o->key_len))
-				return -EIO;
-			have_key = 1;
-		} else if (name_is(n, "Size")) {
-			if (node_u64(n, &o->size))
-				return -EIO;
-			have_size = 1;
-		} else if (name_is(n, "LastModified")) {
-			xmlChar *t = xmlNodeGetContent(n);
-			int r = t ? util_parse_iso8601_ms((const char *)t, &o->mtime_ms) : -EIO;
-
-			xmlFree(t);
-			if (r)
-				return -EIO;
-		} else if (name_is(n, "ETag")) {
-			xmlChar *t = xmlNodeGetContent(n);
-
-			/* An ETag too long to keep is dropped, not truncated: a cut
-			 * ETag would make every If-Match fail. */
-			if (t && strlen((const char *)t) < S3_ETAG_MAX)
-				strcpy(o->etag, (const char *)t);
-			xmlFree(t);
-		}
-	}
-	return have_key && have_size && o->key_len > 0 ? 0 : -EIO;
 }
 
 /* Byte-wise compare of two (possibly NUL-holding) strings. */
@@ -175,97 +117,307 @@ static char *v1_last_name(const struct s3_list_page *p)
 	return strndup(best, best_len);
 }
 
+/* What the text being collected belongs to. */
+enum lp_cap { CAP_NONE, CAP_KEY, CAP_SIZE, CAP_MTIME, CAP_ETAG, CAP_PREFIX, CAP_TRUNC,
+	      CAP_TOKEN, CAP_MARKER, CAP_ENCODING };
+
+/* The SAX parse's state: where we are in the schema, and the page so far. */
+struct lp {
+	xmlParserCtxtPtr ctxt;
+	struct s3_list_page *out;
+	int v1, depth, err, url, have_trunc;
+	int in_contents, have_key, have_size;  /* depth 2 is a Contents */
+	int in_prefixes, have_prefix;          /* depth 2 is a CommonPrefixes */
+	enum lp_cap cap;
+	int cap_depth;                         /* the collected element's depth */
+	char *text;                            /* collected text, NUL-terminated */
+	size_t text_len, text_cap;
+	size_t obj_cap, pre_cap, len_cap;
+	char *next_marker;                     /* V1, raw until decoded */
+};
+
+static void lp_fail(struct lp *st)
+{
+	if (!st->err) {
+		st->err = 1;
+		xmlStopParser(st->ctxt);
+	}
+}
+
+/* Room for one more entry in an array of cap entries holding n; 0 or -1. */
+static int grow(void **arr, size_t *cap, size_t n, size_t each)
+{
+	size_t c = *cap ? *cap * 2 : 64;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	p = realloc(*arr, c * each);
+	if (!p)
+		return -1;
+	memset((char *)p + *cap * each, 0, (c - *cap) * each);
+	*arr = p;
+	*cap = c;
+	return 0;
+}
+
+static char *text_dup(const struct lp *st)
+{
+	char *p = malloc(st->text_len + 1);
+
+	if (p)
+		memcpy(p, st->text_len ? st->text : "", st->text_len + 1);
+	return p;
+}
+
+static void capture(struct lp *st, enum lp_cap cap)
+{
+	st->cap = cap;
+	st->cap_depth = st->depth;
+	st->text_len = 0;
+	if (st->text)
+		st->text[0] = '\0';
+}
+
+static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix,
+		     const xmlChar *uri, int nb_ns, const xmlChar **ns, int nb_attr,
+		     int nb_defaulted, const xmlChar **attrs)
+{
+	struct lp *st = ctx;
+	struct s3_list_page *out = st->out;
+	const char *name = (const char *)localname;
+
+	(void)prefix, (void)uri, (void)nb_ns, (void)ns, (void)nb_attr;
+	(void)nb_defaulted, (void)attrs;
+	st->depth++;
+	if (st->err || st->cap != CAP_NONE)
+		return;                 /* inside an element whose text we collect */
+	if (st->depth == 1) {
+		if (strcmp(name, "ListBucketResult") != 0)
+			lp_fail(st);
+	} else if (st->depth == 2) {
+		if (strcmp(name, "Contents") == 0) {
+			/* Counted at once so that a failure frees its key. */
+			if (grow((void **)&out->objects, &st->obj_cap, out->n_objects,
+				 sizeof(*out->objects)))
+				return lp_fail(st);
+			out->n_objects++;
+			st->in_contents = 1;
+			st->have_key = st->have_size = 0;
+		} else if (strcmp(name, "CommonPrefixes") == 0) {
+			st->in_prefixes = 1;
+			st->have_prefix = 0;
+		} else if (strcmp(name, "IsTruncated") == 0) {
+			capture(st, CAP_TRUNC);
+		} else if (!st->v1 && strcmp(name, "NextContinuationToken") == 0) {
+			capture(st, CAP_TOKEN);
+		} else if (st->v1 && strcmp(name, "NextMarker") == 0) {
+			capture(st, CAP_MARKER);
+		} else if (strcmp(name, "EncodingType") == 0) {
+			capture(st, CAP_ENCODING);
+		}
+	} else if (st->depth == 3 && st->in_contents) {
+		if (strcmp(name, "Key") == 0) {
+			if (st->have_key)
+				return lp_fail(st);
+			capture(st, CAP_KEY);
+		} else if (strcmp(name, "Size") == 0) {
+			capture(st, CAP_SIZE);
+		} else if (strcmp(name, "LastModified") == 0) {
+			capture(st, CAP_MTIME);
+		} else if (strcmp(name, "ETag") == 0) {
+			capture(st, CAP_ETAG);
+		}
+	} else if (st->depth == 3 && st->in_prefixes) {
+		if (strcmp(name, "Prefix") == 0 && !st->have_prefix)
+			capture(st, CAP_PREFIX);
+	}
+}
+
+static void on_text(void *ctx, const xmlChar *ch, int len)
+{
+	struct lp *st = ctx;
+
+	if (st->err || st->cap == CAP_NONE || len <= 0)
+		return;
+	if (st->text_len + (size_t)len + 1 > st->text_cap) {
+		size_t c = st->text_cap ? st->text_cap : 256;
+		char *p;
+
+		while (c < st->text_len + (size_t)len + 1)
+			c *= 2;
+		p = realloc(st->text, c);
+		if (!p)
+			return lp_fail(st);
+		st->text = p;
+		st->text_cap = c;
+	}
+	memcpy(st->text + st->text_len, ch, (size_t)len);
+	st->text_len += (size_t)len;
+	st->text[st->text_len] = '\0';
+}
+
+/* The collected text of the element that just ended: 0 or -1. */
+static int finish(struct lp *st)
+{
+	struct s3_list_page *out = st->out;
+	struct s3_object *o = out->n_objects ? &out->objects[out->n_objects - 1] : NULL;
+	const char *t = st->text ? st->text : "";
+	char *end;
+
+	switch (st->cap) {
+	case CAP_KEY:
+		o->key = text_dup(st);
+		o->key_len = st->text_len;
+		st->have_key = 1;
+		return o->key ? 0 : -1;
+	case CAP_SIZE:
+		if (t[0] < '0' || t[0] > '9')
+			return -1;
+		errno = 0;
+		o->size = strtoull(t, &end, 10);
+		st->have_size = 1;
+		return errno == 0 && end == t + st->text_len ? 0 : -1;
+	case CAP_MTIME:
+		return util_parse_iso8601_ms(t, &o->mtime_ms) ? -1 : 0;
+	case CAP_ETAG:
+		/* An ETag too long to keep is dropped, not truncated: a cut
+		 * ETag would make every If-Match fail. */
+		if (st->text_len < S3_ETAG_MAX && !memchr(t, '\0', st->text_len))
+			memcpy(o->etag, t, st->text_len + 1);
+		return 0;
+	case CAP_PREFIX:
+		if (grow((void **)&out->prefixes, &st->pre_cap, out->n_prefixes,
+			 sizeof(*out->prefixes)) ||
+		    grow((void **)&out->prefix_lens, &st->len_cap, out->n_prefixes,
+			 sizeof(*out->prefix_lens)))
+			return -1;
+		out->prefixes[out->n_prefixes] = text_dup(st);
+		if (!out->prefixes[out->n_prefixes])
+			return -1;
+		out->prefix_lens[out->n_prefixes++] = st->text_len;
+		st->have_prefix = 1;
+		return 0;
+	case CAP_TRUNC:
+		if (strcmp(t, "true") == 0)
+			out->truncated = 1;
+		else if (strcmp(t, "false") != 0)
+			return -1;
+		st->have_trunc = 1;
+		return 0;
+	case CAP_TOKEN:
+		free(out->next_token);
+		out->next_token = text_dup(st);
+		return out->next_token ? 0 : -1;
+	case CAP_MARKER:
+		free(st->next_marker);
+		st->next_marker = text_dup(st);
+		return st->next_marker ? 0 : -1;
+	case CAP_ENCODING:
+		st->url = strcmp(t, "url") == 0;
+		return 0;
+	case CAP_NONE:
+		break;
+	}
+	return 0;
+}
+
+static void on_end(void *ctx, const xmlChar *localname, const xmlChar *prefix,
+		   const xmlChar *uri)
+{
+	struct lp *st = ctx;
+
+	(void)localname, (void)prefix, (void)uri;
+	if (!st->err && st->cap != CAP_NONE && st->depth == st->cap_depth) {
+		if (finish(st))
+			lp_fail(st);
+		st->cap = CAP_NONE;
+	}
+	if (!st->err && st->depth == 2 && st->in_contents) {
+		struct s3_object *o = &st->out->objects[st->out->n_objects - 1];
+
+		if (!st->have_key || !st->have_size || o->key_len == 0)
+			lp_fail(st);
+		st->in_contents = 0;
+	} else if (!st->err && st->depth == 2 && st->in_prefixes) {
+		if (!st->have_prefix)
+			lp_fail(st);
+		st->in_prefixes = 0;
+	}
+	st->depth--;
+}
+
+/* A listing never has a DTD: refusing it keeps entities out entirely. */
+static void on_dtd(void *ctx, const xmlChar *name, const xmlChar *external_id,
+		   const xmlChar *system_id)
+{
+	(void)name, (void)external_id, (void)system_id;
+	lp_fail(ctx);
+}
+
+/* Parse errors show in wellFormed; nothing is printed. */
+static void on_error(void *ctx, xmlErrorPtr error)
+{
+	(void)ctx, (void)error;
+}
+
+/* Every key, prefix and V1 marker decoded in place: 0 or -1. */
+static int decode_all(struct lp *st)
+{
+	struct s3_list_page *out = st->out;
+	ssize_t n;
+
+	for (size_t i = 0; i < out->n_objects; i++) {
+		n = url_decode_inplace(out->objects[i].key, out->objects[i].key_len);
+		if (n <= 0)
+			return -1;      /* a key that decodes to nothing is no key */
+		out->objects[i].key_len = (size_t)n;
+	}
+	for (size_t i = 0; i < out->n_prefixes; i++) {
+		n = url_decode_inplace(out->prefixes[i], out->prefix_lens[i]);
+		if (n < 0)
+			return -1;
+		out->prefix_lens[i] = (size_t)n;
+	}
+	if (st->next_marker) {
+		n = url_decode_inplace(st->next_marker, strlen(st->next_marker));
+		if (n < 0 || strlen(st->next_marker) != (size_t)n)
+			return -1;      /* a marker travels as a C string */
+	}
+	return 0;
+}
+
 static int list_parse(const char *body, size_t len, int v1, struct s3_list_page *out)
 {
-	xmlDoc *doc = NULL;
-	xmlNode *root, *n;
-	size_t n_obj = 0, n_pre = 0;
-	int url = 0, have_trunc = 0, ret = -EIO;
-	char *next_marker = NULL;
+	struct lp st = { .out = out, .v1 = v1 };
+	xmlSAXHandler sax;
+	int ret = -EIO;
 
 	memset(out, 0, sizeof(*out));
 	if (!body || len == 0 || len > S3_LISTBODY_MAX)
 		return -EIO;
-	doc = xmlReadMemory(body, (int)len, "list.xml", NULL,
-			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-	if (!doc)
+	memset(&sax, 0, sizeof(sax));
+	sax.initialized = XML_SAX2_MAGIC;
+	sax.startElementNs = on_start;
+	sax.endElementNs = on_end;
+	sax.characters = on_text;
+	sax.cdataBlock = on_text;
+	sax.internalSubset = on_dtd;
+	sax.serror = on_error;
+	st.ctxt = xmlCreatePushParserCtxt(&sax, &st, NULL, 0, NULL);
+	if (!st.ctxt)
 		return -EIO;
-	root = xmlDocGetRootElement(doc);
-	if (!root || strcmp((const char *)root->name, "ListBucketResult") != 0)
+	xmlCtxtUseOptions(st.ctxt, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	xmlParseChunk(st.ctxt, body, (int)len, 1);
+	if (!st.ctxt->wellFormed || st.err || !st.have_trunc || st.depth != 0)
 		goto out;
-
-	/* First pass: encoding and sizes, so the second can decode and fill. */
-	for (n = root->children; n; n = n->next) {
-		if (name_is(n, "EncodingType")) {
-			xmlChar *t = xmlNodeGetContent(n);
-
-			url = t && strcmp((const char *)t, "url") == 0;
-			xmlFree(t);
-		} else if (name_is(n, "Contents")) {
-			n_obj++;
-		} else if (name_is(n, "CommonPrefixes")) {
-			n_pre++;
-		}
-	}
-	out->objects = calloc(n_obj ? n_obj : 1, sizeof(*out->objects));
-	out->prefixes = calloc(n_pre ? n_pre : 1, sizeof(*out->prefixes));
-	out->prefix_lens = calloc(n_pre ? n_pre : 1, sizeof(*out->prefix_lens));
-	if (!out->objects || !out->prefixes || !out->prefix_lens)
-		goto out;
-
-	for (n = root->children; n; n = n->next) {
-		if (name_is(n, "Contents")) {
-			struct s3_object *o = &out->objects[out->n_objects++];
-
-			if (parse_contents(n, url, o))
-				goto out;
-		} else if (name_is(n, "CommonPrefixes")) {
-			int found = 0;
-
-			for (xmlNode *p = n->children; p; p = p->next) {
-				if (!name_is(p, "Prefix") || found)
-					continue;
-				if (node_bytes(p, url, &out->prefixes[out->n_prefixes],
-					       &out->prefix_lens[out->n_prefixes]))
-					goto out;
-				out->n_prefixes++;
-				found = 1;
-			}
-			if (!found)
-				goto out;
-		} else if (name_is(n, "IsTruncated")) {
-			xmlChar *t = xmlNodeGetContent(n);
-
-			if (t && strcmp((const char *)t, "true") == 0)
-				out->truncated = 1;
-			else if (!t || strcmp((const char *)t, "false") != 0) {
-				xmlFree(t);
-				goto out;
-			}
-			xmlFree(t);
-			have_trunc = 1;
-		} else if (!v1 && name_is(n, "NextContinuationToken")) {
-			size_t l;
-
-			free(out->next_token);
-			if (node_bytes(n, 0, &out->next_token, &l))
-				goto out;
-		} else if (v1 && name_is(n, "NextMarker")) {
-			size_t l;
-
-			/* Encoded like the keys when encoding-type=url was honoured. */
-			free(next_marker);
-			next_marker = NULL;
-			if (node_bytes(n, url, &next_marker, &l) || memchr(next_marker, '\0', l))
-				goto out;
-		}
-	}
-	if (!have_trunc)
+	if (st.url && decode_all(&st))
 		goto out;
 	if (v1 && out->truncated) {
-		out->next_token = next_marker && next_marker[0] ? next_marker : v1_last_name(out);
-		if (out->next_token == next_marker)
-			next_marker = NULL;
+		out->next_token = st.next_marker && st.next_marker[0] ? st.next_marker
+								      : v1_last_name(out);
+		if (out->next_token == st.next_marker)
+			st.next_marker = NULL;
 	}
 	if (out->truncated && (!out->next_token || !out->next_token[0]))
 		goto out;      /* we could not ask for the next page */
@@ -275,8 +427,9 @@ static int list_parse(const char *body, size_t len, int v1, struct s3_list_page 
 	}
 	ret = 0;
 out:
-	free(next_marker);
-	xmlFreeDoc(doc);
+	xmlFreeParserCtxt(st.ctxt);
+	free(st.text);
+	free(st.next_marker);
 	if (ret)
 		s3_list_page_cleanup(out);
 	return ret;

@@ -127,6 +127,93 @@ static void t_malformed(void)
 	}
 }
 
+/* EncodingType may come after the keys it describes: they are decoded all the same. */
+static void t_encoding_after_keys(void)
+{
+	struct s3_list_page p;
+	const char *xml = HDR "<IsTruncated>false</IsTruncated>"
+		"<Contents><Key>a%2Bb+c</Key><Size>1</Size></Contents>"
+		"<CommonPrefixes><Prefix>d%2F</Prefix></CommonPrefixes>"
+		"<EncodingType>url</EncodingType></ListBucketResult>";
+
+	CHECK_EQ_INT(parse(xml, &p), 0);
+	CHECK_EQ_INT(p.n_objects, 1);
+	CHECK_EQ_INT(p.n_prefixes, 1);
+	if (p.n_objects == 1 && p.n_prefixes == 1) {
+		CHECK_STR(p.objects[0].key, "a+b c");
+		CHECK_EQ_INT(p.objects[0].key_len, 5);
+		CHECK_STR(p.prefixes[0], "d/");
+		CHECK_EQ_INT(p.prefix_lens[0], 2);
+	}
+	s3_list_page_cleanup(&p);
+}
+
+/* A key's text may come in pieces: entities, character references, CDATA. */
+static void t_text_in_pieces(void)
+{
+	struct s3_list_page p;
+	const char *xml = HDR "<IsTruncated>false</IsTruncated>"
+		"<Contents><Key>a&amp;b<![CDATA[<c>]]>&#x1F600;&lt;</Key><Size>7</Size>"
+		"<ETag>&quot;x&quot;</ETag></Contents></ListBucketResult>";
+
+	CHECK_EQ_INT(parse(xml, &p), 0);
+	CHECK_EQ_INT(p.n_objects, 1);
+	if (p.n_objects == 1) {
+		CHECK_STR(p.objects[0].key, "a&b<c>\xf0\x9f\x98\x80<");
+		CHECK_STR(p.objects[0].etag, "\"x\"");
+	}
+	s3_list_page_cleanup(&p);
+}
+
+/* Only the schema's places count: the result's own <Prefix> is no common
+ * prefix, an <Owner>'s children are not the object's, and a page holds as
+ * many entries as it brings. */
+static void t_schema_places_and_many(void)
+{
+	char *xml = malloc(400000), *o = xml;
+	struct s3_list_page p;
+
+	o += sprintf(o, HDR "<Name>b</Name><Prefix>top/</Prefix><IsTruncated>true</IsTruncated>");
+	for (int i = 0; i < 2500; i++)
+		o += sprintf(o, "<Contents><Key>top/k%05d</Key><Owner><ID>me</ID><Key>no</Key>"
+			     "<Size>9</Size></Owner><Size>%d</Size></Contents>", i, i);
+	for (int i = 0; i < 300; i++)
+		o += sprintf(o, "<CommonPrefixes><Prefix>top/d%03d/</Prefix></CommonPrefixes>", i);
+	sprintf(o, "<NextContinuationToken>t</NextContinuationToken></ListBucketResult>");
+	CHECK_EQ_INT(parse(xml, &p), 0);
+	CHECK_EQ_INT(p.n_objects, 2500);
+	CHECK_EQ_INT(p.n_prefixes, 300);
+	CHECK_STR(p.next_token, "t");
+	for (size_t i = 0; i < p.n_objects && i < 2500; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "top/k%05zu", i);
+		if (strcmp(p.objects[i].key, want) != 0 || p.objects[i].size != i) {
+			harness_fail(__FILE__, __LINE__, "entry %zu: %s %llu", i, p.objects[i].key,
+				     (unsigned long long)p.objects[i].size);
+			break;
+		}
+	}
+	if (p.n_prefixes == 300) {
+		CHECK_STR(p.prefixes[0], "top/d000/");
+		CHECK_STR(p.prefixes[299], "top/d299/");
+		CHECK_EQ_INT(p.prefix_lens[299], 9);
+	}
+	s3_list_page_cleanup(&p);
+	free(xml);
+}
+
+/* A DTD, even one that only defines an internal entity, is refused. */
+static void t_dtd_refused(void)
+{
+	struct s3_list_page p;
+
+	CHECK_EQ_INT(parse("<!DOCTYPE ListBucketResult [<!ENTITY e \"v\">]><ListBucketResult>"
+			   "<IsTruncated>false</IsTruncated><Contents><Key>&e;</Key><Size>1</Size>"
+			   "</Contents></ListBucketResult>", &p), -EIO);
+	CHECK(p.objects == NULL && p.n_objects == 0);
+}
+
 struct err_case {
 	long status;
 	const char *code;
@@ -192,6 +279,8 @@ static void t_error_parse(void)
 
 static const struct test tests[] = {
 	TEST(t_plain), TEST(t_url_encoded), TEST(t_empty), TEST(t_malformed),
+	TEST(t_encoding_after_keys), TEST(t_text_in_pieces), TEST(t_schema_places_and_many),
+	TEST(t_dtd_refused),
 	TEST(t_error_table), TEST(t_error_parse), { 0 },
 };
 
