@@ -14,10 +14,15 @@ the whole flat listing) against it, then mounts feedfs on it and measures:
 each with seconds, the endpoint's request counts, and the serving daemon's
 peak RSS (VmHWM) and current RSS; feedfs's own metadata counters at the end.
 Prints one JSON object (and writes it to --out). Timing is reported, never
-asserted.
+asserted. cpu_s is the daemon's CPU-seconds in a workload, server_cpu_s the
+endpoint's.
 
     python3 bench/scale.py --dirs 1000 --files 1000 --max-memory 256M \
         --out bench/results/scale-1m.json
+
+With --contender rclone the same workloads run against `rclone mount` (Debian's
+rclone, `--vfs-cache-mode off`, directory and attribute caches of an hour, as
+the bench's rclone-off) instead of feedfs; --max-memory does not apply to it.
 """
 
 import argparse
@@ -54,14 +59,16 @@ def start_synth(dirs, files, names):
 
 
 def plain_listing(port, prefix=""):
-    """The whole flat listing, one keep-alive connection: (keys, pages, s)."""
+    """The whole flat listing, one keep-alive connection: (keys, pages, s).
+    It asks for encoding-type=url, as boto3 and the AWS CLI do (and feedfs),
+    so that the endpoint does the same work per page for both."""
     c = http.client.HTTPConnection("127.0.0.1", port)
     tok, keys, pages = None, 0, 0
     t0 = time.monotonic()
     key_re = re.compile(rb"<Key>")
     tok_re = re.compile(rb"<NextContinuationToken>([^<]*)</NextContinuationToken>")
     while True:
-        q = {"list-type": "2", "prefix": prefix, "max-keys": "1000"}
+        q = {"list-type": "2", "prefix": prefix, "max-keys": "1000", "encoding-type": "url"}
         if tok:
             q["continuation-token"] = tok
         c.request("GET", "/synth/?" + urllib.parse.urlencode(q))
@@ -86,6 +93,13 @@ def delta(a, b):
             if k != "stats" and b.get(k, 0) != a.get(k, 0)}
 
 
+def cpu_of(pid):
+    """CPU-seconds (user + system) the process has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        v = f.read().rsplit(")", 1)[1].split()
+    return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def mem_of(pid):
     out = {}
     with open("/proc/%d/status" % pid) as f:
@@ -106,6 +120,29 @@ def serving_pid(binary, mnt):
     return pids[0]
 
 
+def mount_rclone(port, mnt, tmp, env):
+    """rclone mount of the endpoint on mnt, in the foreground (its pid is the
+    daemon's); returns once the mount answers. Options as bench.py's rclone-off."""
+    conf = os.path.join(tmp, "rclone.conf")
+    with open(conf, "w") as f:
+        f.write("[synth]\ntype = s3\nprovider = Other\nendpoint = http://127.0.0.1:%d\n"
+                "access_key_id = x\nsecret_access_key = y\nforce_path_style = true\n"
+                "region = us-east-1\n" % port)
+    renv = {k: v for k, v in env.items() if k != "AWS_CA_BUNDLE"}
+    p = subprocess.Popen(["rclone", "--config", conf, "mount", "synth:synth", mnt,
+                          "--read-only", "--vfs-cache-mode", "off", "--dir-cache-time", "1h",
+                          "--attr-timeout", "1h", "--no-modtime", "--use-server-modtime",
+                          "--log-level", "NOTICE", "--log-file", os.path.join(tmp, "rclone.log")],
+                         env=renv)
+    for _ in range(300):
+        if os.path.ismount(mnt):
+            return p.pid
+        if p.poll() is not None:
+            raise RuntimeError("rclone mount exited %d" % p.returncode)
+        time.sleep(0.1)
+    raise RuntimeError("rclone mount did not come up")
+
+
 def timed(fn):
     t0 = time.monotonic()
     r = fn()
@@ -122,6 +159,7 @@ def main():
     ap.add_argument("--no-stat", action="store_true", help="skip the stat workload")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "feedfs"))
     ap.add_argument("--args", default="", help="more feedfs options")
+    ap.add_argument("--contender", choices=("feedfs", "rclone"), default="feedfs")
     ap.add_argument("--out")
     a = ap.parse_args()
 
@@ -134,16 +172,25 @@ def main():
     os.mkdir(mnt)
     env = dict(os.environ, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y")
     try:
+        v0 = cpu_of(srv.pid)
         n, pages, secs = plain_listing(port)
         assert n == keys.n, (n, keys.n)
-        res["plain_listing"] = {"s": round(secs, 2), "pages": pages}
+        res["plain_listing"] = {"s": round(secs, 2), "pages": pages,
+                                "server_cpu_s": round(cpu_of(srv.pid) - v0, 2)}
 
-        argv = [a.bin, "s3://synth/", mnt, "--endpoint-url", "http://127.0.0.1:%d" % port,
-                "--force-path-style", "--region", "us-east-1", "--max-memory", a.max_memory,
-                "--metadata-ttl", "3600", "--log-file", os.path.join(tmp, "feedfs.log")]
-        argv += a.args.split()
-        subprocess.run(argv, check=True, env=env, timeout=60)
-        pid = serving_pid(a.bin, mnt)
+        if a.contender == "rclone":
+            pid = mount_rclone(port, mnt, tmp, env)
+            res["max_memory"] = None
+            res["rclone"] = subprocess.run(["rclone", "version"], capture_output=True,
+                                           text=True).stdout.split("\n")[0]
+        else:
+            argv = [a.bin, "s3://synth/", mnt, "--endpoint-url", "http://127.0.0.1:%d" % port,
+                    "--force-path-style", "--region", "us-east-1", "--max-memory", a.max_memory,
+                    "--metadata-ttl", "3600", "--log-file", os.path.join(tmp, "feedfs.log")]
+            argv += a.args.split()
+            subprocess.run(argv, check=True, env=env, timeout=60)
+            pid = serving_pid(a.bin, mnt)
+        res["contender"] = a.contender
         res["rss_mounted"] = mem_of(pid)
 
         def walk():
@@ -151,10 +198,12 @@ def main():
             return out.stdout.count(b"\n")
 
         for name in ("walk_cold", "walk_warm"):
-            c0 = counts(port)
+            c0, u0, v0 = counts(port), cpu_of(pid), cpu_of(srv.pid)
             got, s = timed(walk)
             assert got == keys.n, (name, got, keys.n)
-            res[name] = {"s": s, "requests": delta(c0, counts(port)), **mem_of(pid)}
+            res[name] = {"s": s, "requests": delta(c0, counts(port)),
+                         "cpu_s": round(cpu_of(pid) - u0, 2),
+                         "server_cpu_s": round(cpu_of(srv.pid) - v0, 2), **mem_of(pid)}
 
         if not a.no_stat:
             def stat_all():
@@ -162,12 +211,14 @@ def main():
                                      capture_output=True, check=True)
                 return out.stdout.split()
 
-            c0 = counts(port)
+            c0, u0, v0 = counts(port), cpu_of(pid), cpu_of(srv.pid)
             sizes, s = timed(stat_all)
             assert len(sizes) == keys.n
             want = sum(keys.size(keys.key(i)) for i in range(keys.n))
             assert sum(int(x) for x in sizes) == want, "sizes differ"
-            res["stat"] = {"s": s, "requests": delta(c0, counts(port)), **mem_of(pid)}
+            res["stat"] = {"s": s, "requests": delta(c0, counts(port)),
+                           "cpu_s": round(cpu_of(pid) - u0, 2),
+                         "server_cpu_s": round(cpu_of(srv.pid) - v0, 2), **mem_of(pid)}
 
         rnd = random.Random(22)
         picks = [rnd.randrange(keys.n) for _ in range(a.reads)]
@@ -181,13 +232,16 @@ def main():
                         bad += 1
             return bad
 
-        c0 = counts(port)
+        c0, u0, v0 = counts(port), cpu_of(pid), cpu_of(srv.pid)
         bad, s = timed(reads)
         assert bad == 0, "%d files with wrong bytes" % bad
-        res["reads"] = {"n": a.reads, "s": s, "requests": delta(c0, counts(port)), **mem_of(pid)}
-        st = subprocess.run([a.bin, "stats", "--json", mnt], capture_output=True, text=True)
-        if st.returncode == 0:
-            res["feedfs_stats_fs"] = json.loads(st.stdout).get("fs")
+        res["reads"] = {"n": a.reads, "s": s, "requests": delta(c0, counts(port)),
+                        "cpu_s": round(cpu_of(pid) - u0, 2),
+                         "server_cpu_s": round(cpu_of(srv.pid) - v0, 2), **mem_of(pid)}
+        if a.contender == "feedfs":
+            st = subprocess.run([a.bin, "stats", "--json", mnt], capture_output=True, text=True)
+            if st.returncode == 0:
+                res["feedfs_stats_fs"] = json.loads(st.stdout).get("fs")
         res["peak_rss_mib"] = mem_of(pid)["VmHWM"]
     finally:
         subprocess.run(["fusermount3", "-u", mnt])
