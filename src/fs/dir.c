@@ -45,7 +45,10 @@
  * A warm walk is then answered by the kernel with no readdir request at all,
  * and a listing that expired is replaced by a new generation, which opens
  * without keep_cache: the kernel drops the old one, so changes still show
- * within one TTL. When that listing has left our cache (the metadata
+ * within one TTL. Not while a stat walk runs past the low mark of the
+ * metadata share (stat_walk_locked): then the kernel's cache would answer
+ * names whose dentries are gone, and each stat would be a lookup. When that
+ * listing has left our cache (the metadata
  * budget) the handle is opened lazily: nothing is listed unless the kernel
  * does call readdir (its cache was reclaimed), and then the listing is
  * fetched again. Known limit: if the kernel lost only the tail of its cache
@@ -212,6 +215,20 @@ unlock:
 }
 
 /*
+ * The reader stats what it lists (plus_walk) and the nodes are past the low
+ * mark, so the files of a directory the kernel still has in its readdir cache
+ * have likely lost their dentries: answering from that cache would cost a
+ * lookup round trip per file. Without keep_cache the kernel asks readdirplus,
+ * whose entries come with nodes (plus_files), from our cached listing or one
+ * LIST (which the first lookup would have sent anyway). fs->lock held.
+ */
+static int stat_walk_locked(const struct fs *fs)
+{
+	return fs->plus_walk && fs->meta_max &&
+	       fs->inodes.bytes >= fs->meta_max / 100 * FS_META_NODES_LOW;
+}
+
+/*
  * Open a handle on directory ino. *keep_cache: the kernel's readdir cache of
  * it holds a listing this handle can stand behind (see DESIGN): the one
  * cached here, or, when that is gone but the generation the kernel holds is
@@ -238,8 +255,10 @@ static int do_opendir(struct fs *fs, fuse_ino_t ino, struct fs_dirh **out, int *
 		rdc = n ? n->rdc_ms : 0;
 		if (n)
 			n->plus_hint /= 2;
+		if (fs->plus_walk)
+			fs->plus_walk--;
 		list_ahead_locked(fs, dh, now);
-		if (rdc && now - rdc < fs->opts.metadata_ttl_ms) {
+		if (rdc && now - rdc < fs->opts.metadata_ttl_ms && !stat_walk_locked(fs)) {
 			/* The kernel holds a generation within the TTL: it answers.
 			 * The handle stays lazy (dh->l NULL) even when a newer
 			 * listing is cached (list-ahead, a lookup): sharing that would
@@ -434,8 +453,14 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
  * that pays (fs->lock held). While the nodes take less than FS_META_NODES_LOW
  * of the metadata share, always: a node is ~150 bytes and spares a stat its
  * round trip. Past that, only in a directory whose files were looked up
- * since its last opendir (plus_hint: the reader stats what it lists), and
- * never past FS_META_NODES_HIGH (reap.c). Otherwise the entry goes out plain
+ * since its last opendir (plus_hint: the reader stats what it lists), or
+ * while files anywhere were looked up from a listing within the last
+ * FS_PLUS_WALK_MAX opendirs (plus_walk: a stat walk such as `ls -lR`,
+ * `find -printf %s` or rsync reads a whole directory before it stats any
+ * entry, so the directory's own hint comes too late; a lookup would make
+ * the node anyway, plus a round trip), up to the whole share (the reaper,
+ * reap.c, brings the nodes back under FS_META_NODES_HIGH). Otherwise the
+ * entry goes out plain
  * (node id 0) and a stat is a lookup answered from the cached listing. A
  * walk that only needs names (find -type f) of a tree bigger than the share
  * thus stops making file nodes at FS_META_NODES_LOW and the reaper (whose
@@ -448,10 +473,10 @@ static int plus_files(struct fs *fs, struct fs_dirh *dh)
 
 	if (!fs->meta_max || fs->inodes.bytes < fs->meta_max / 100 * FS_META_NODES_LOW)
 		return 1;
-	if (fs->inodes.bytes > fs->meta_max / 100 * FS_META_NODES_HIGH)
+	if (fs->inodes.bytes >= fs->meta_max)
 		return 0;
 	dn = fs_inodes_get(&fs->inodes, dh->ino);
-	return dn && dn->plus_hint;
+	return (dn && dn->plus_hint) || fs->plus_walk;
 }
 
 /* Fill buf with entries from position off. Returns bytes used, or -errno

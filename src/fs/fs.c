@@ -288,6 +288,8 @@ again:
 			n = fs_inodes_get_path(&fs->inodes, path, plen, d->is_dir);
 			if (!d->is_dir && p->plus_hint < 255)
 				p->plus_hint++;     /* dir.c plus_files */
+			if (!d->is_dir && fs->plus_walk < FS_PLUS_WALK_MAX)
+				fs->plus_walk++;
 			if (d->is_dir)
 				fs_list_ahead_locked(fs, p->path, p->path_len, pl, i);
 			if (n) {

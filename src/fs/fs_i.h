@@ -19,6 +19,7 @@
  * low one: listings get at least what the nodes leave. */
 #define FS_META_NODES_HIGH 75
 #define FS_META_NODES_LOW 60
+#define FS_PLUS_WALK_MAX 64             /* opendirs a stat walk's hint outlives it */
 struct fs;
 size_t fs_meta_bytes(const struct fs *fs);
 /* Drop listings, oldest first, to what the nodes leave (fs->lock held). */
@@ -158,6 +159,8 @@ struct fs {
 	struct fs_lahead *lahead;       /* list-ahead threads (listing.c); NULL: off */
 	/* Metadata budget (reap.c): listings + nodes within meta_max bytes. */
 	size_t meta_max;                /* 0: unbounded (no --max-memory share given) */
+	unsigned plus_walk;             /* files looked up from a listing lately, anywhere:
+	                                 * the reader stats what it lists (dir.c plus_files) */
 	pthread_mutex_t reap_mu;        /* never held with `lock` */
 	pthread_cond_t reap_cond;
 	pthread_t reap_thread;
