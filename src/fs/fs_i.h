@@ -64,7 +64,7 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t lookup_listings;       /* subtree listings a lookup started */
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
 	uint64_t getattrs, size_invals;
-	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big;
+	uint64_t subtree_walks, subtree_pages, subtree_dirs, subtree_too_big, subtree_kept;
 	uint64_t read_bytes;            /* bytes answered to FUSE reads */
 	uint64_t pt_opens;              /* opens answered with passthrough */
 	uint64_t pt_backing_opens;      /* backing files registered with the kernel */

@@ -11,8 +11,11 @@
  * go into the cache: a walk of the tree then costs one LIST per 1000 keys
  * instead of one per directory (os.walk is sequential, so on a 10-50 ms store
  * that is also the number of round trips). Keys that arrive in any order are
- * fine; pages already read when the cap is reached are dropped (using them
- * needs key order, which s3rver lacks), and the directory with all its
+ * fine. When the cap is reached and the keys came in byte order (S3's
+ * guarantee; s3rver lists out of order), the directories wholly before the
+ * last key read are complete and go into the cache; the rest of what was read
+ * (the directory itself and those on the way to the last key) is dropped,
+ * and so is everything when the order broke. The directory with all its
  * ancestors is marked too big for FS_BIG_TTL_FACTOR TTLs so the cap is paid
  * once, not at every expiry. Why a cap at all: the first readdir of a huge
  * tree would otherwise wait for all of it.
@@ -76,8 +79,23 @@ void fs_listing_log_hidden(const char *prefix, uint64_t hidden)
 			 (unsigned long long)hidden, prefix);
 }
 
-/* Put every listing of a finished tree in the cache (fs->lock not held). */
-static void tree_install(struct fs *fs, struct fs_tree *t, const char *prefix)
+/* Is directory d on the path of `last` (itself or an ancestor of it)? */
+static int on_path(const struct fs_tree_dir *d, const char *last, size_t last_len)
+{
+	return d->path_len == 0 ||
+	       (last_len > d->path_len && memcmp(last, d->path, d->path_len) == 0 &&
+		last[d->path_len] == '/');
+}
+
+/*
+ * Put the listings of a finished tree in the cache (fs->lock not held): all
+ * of them, or with `last` (the mount-relative path of the greatest key read,
+ * when the listing stopped at its cap but came in byte order) all but the
+ * root and the directories on the way to `last`, which may hold keys not read
+ * yet; every other directory's keys all sort before `last` and were read.
+ */
+static void tree_install(struct fs *fs, struct fs_tree *t, const char *prefix,
+			 const char *last, size_t last_len)
 {
 	int64_t now = util_now_ms();
 
@@ -86,6 +104,8 @@ static void tree_install(struct fs *fs, struct fs_tree *t, const char *prefix)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct fs_tree_dir *d = &t->dirs[i];
 
+		if (last && on_path(d, last, last_len))
+			continue;
 		if (fs_listing_install(fs, d->path, d->path_len, d->l, now) < 0)
 			break;      /* out of memory: the rest is listed when needed */
 	}
@@ -131,7 +151,7 @@ void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
 		return;
 	if (tree_add_page(&t, prefix, prefix_len, pg) == 0) {
 		FS_STAT_INC(fs, subtree_walks);
-		tree_install(fs, &t, prefix);
+		tree_install(fs, &t, prefix, NULL, 0);
 	}
 	fs_tree_cleanup(&t);
 }
@@ -223,9 +243,68 @@ int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const 
 	return r;
 }
 
+/*
+ * The greatest key of a subtree listing so far (key) and its path from the
+ * mount root (path), while the keys come in byte order; order = 0 once one
+ * did not, or one could not be placed.
+ */
+struct key_order {
+	char *key, *path;
+	size_t key_len, path_len, key_cap, path_cap;
+	int order;
+};
+
+static int copy_into(char **buf, size_t *cap, size_t need)
+{
+	char *b;
+
+	if (need <= *cap)
+		return 0;
+	b = realloc(*buf, need);
+	if (!b)
+		return -1;
+	*buf = b;
+	*cap = need;
+	return 0;
+}
+
+static void key_order_page(struct key_order *ko, const char *dir, size_t dir_len,
+			   const char *prefix, size_t prefix_len, const struct s3_list_page *pg)
+{
+	for (size_t i = 0; ko->order && i < pg->n_objects; i++) {
+		const struct s3_object *o = &pg->objects[i];
+		size_t off = dir_len ? dir_len + 1 : 0, rel_len;
+		const char *rel;
+		int c;
+
+		if (ko->key_len) {
+			c = memcmp(ko->key, o->key, ko->key_len < o->key_len ? ko->key_len : o->key_len);
+			if (c > 0 || (c == 0 && ko->key_len >= o->key_len)) {
+				ko->order = 0;
+				return;
+			}
+		}
+		if (fs_key_path(prefix, prefix_len, o->key, o->key_len, 0, &rel, &rel_len) < 0 ||
+		    copy_into(&ko->key, &ko->key_cap, o->key_len) ||
+		    copy_into(&ko->path, &ko->path_cap, off + rel_len)) {
+			ko->order = 0;
+			return;
+		}
+		memcpy(ko->key, o->key, o->key_len);
+		ko->key_len = o->key_len;
+		if (dir_len) {
+			memcpy(ko->path, dir, dir_len);
+			ko->path[dir_len] = '/';
+		}
+		memcpy(ko->path + off, rel, rel_len);
+		ko->path_len = off + rel_len;
+	}
+}
+
 static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 			size_t prefix_len, long max_keys, struct fs_inflight *me)
 {
+	struct key_order ko = { .order = 1 };
 	struct fs_tree t;
 	char *token = NULL;
 	uint64_t seen = 0;
@@ -254,6 +333,7 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			break;
 		}
 		seen += pg.n_objects;
+		key_order_page(&ko, path, path_len, prefix, prefix_len, &pg);
 		r = tree_add_page(&t, prefix, prefix_len, &pg);
 		if (r == 0 && pg.truncated && pg.next_token && pg.next_token[0]) {
 			token = strdup(pg.next_token);
@@ -265,7 +345,7 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			break;
 		if (!token) {
 			FS_STAT_INC(fs, subtree_walks);
-			tree_install(fs, &t, prefix);
+			tree_install(fs, &t, prefix, NULL, 0);
 			r = 1;
 			break;
 		}
@@ -279,11 +359,19 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			mark_big_locked(fs, path, path_len,
 					now + FS_BIG_TTL_FACTOR * fs->opts.metadata_ttl_ms);
 			pthread_mutex_unlock(&fs->lock);
+			/* In byte order (S3's, not s3rver's): the directories
+			 * wholly before the last key are complete; keep them. */
+			if (ko.order && ko.key_len) {
+				FS_STAT_INC(fs, subtree_kept);
+				tree_install(fs, &t, prefix, ko.path, ko.path_len);
+			}
 			free(token);
 			r = 0;
 			break;
 		}
 	}
+	free(ko.key);
+	free(ko.path);
 	fs_tree_cleanup(&t);
 	return r;
 }

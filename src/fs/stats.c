@@ -65,6 +65,8 @@ static const struct stats_field fs_fields[] = {
 	ROW_C(subtree_dirs, "fs_subtree_dirs_total", "", "Directories those listings filled."),
 	ROW_C(subtree_too_big, "fs_subtree_too_big_total", "",
 	      "Subtree listings given up as too big (listed by delimiter instead)."),
+	ROW_C(subtree_kept, "fs_subtree_kept_total", "",
+	      "Of those, listings in key order whose complete directories were kept."),
 	ROW_G(live_inodes, "fs_inodes", "Inodes the kernel holds."),
 	ROW_G(listing_dirs, "fs_listing_cache_dirs", "Directories in the listing cache."),
 	ROW_G(listing_bytes, "fs_listing_cache_bytes", "Bytes of the listing cache."),

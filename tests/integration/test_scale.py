@@ -147,3 +147,34 @@ def test_stat_walk_past_the_low_mark_needs_no_lookup_per_file(mounter, synth):
     # Without the walk hint every one of the 10,000 files is a lookup; the
     # reaper's lag past the high mark may cost a few.
     assert lookups < 10 * FILES // 4, (lookups, after)
+
+
+def synth_lists(url):
+    import json
+    import urllib.request
+    with urllib.request.urlopen(url + "/__synth/stats", timeout=10) as r:
+        return json.loads(r.read()).get("list", 0)
+
+
+def test_capped_subtree_listing_in_key_order_keeps_complete_directories(mounter, synth,
+                                                                          monkeypatch):
+    """A subtree listing that reaches its cap (here 5,000 keys of 200,000) is
+    given up, but the endpoint lists in byte order, as S3 does: the directories
+    wholly before the last key read are complete and answer without a LIST;
+    the one the listing stopped in is listed again."""
+    keys = synth_s3.Keys(DIRS, FILES)
+    monkeypatch.setenv("FEEDFS_LIST_SUBTREE_MAX_KEYS", "5000")
+    monkeypatch.setenv("FEEDFS_LIST_AHEAD", "0")     # count only the walk's own LISTs
+    m = mounter.mount("s3://synth/", s3rver_args(synth) + ["--metadata-ttl", "600"])
+    assert len(os.listdir(m.path)) == DIRS
+    before = synth_lists(synth)
+    got = []
+    for d in range(4):
+        got += files_under(m.p("d%05d" % d))
+    assert sorted(got) == sorted(os.path.join(m.path, keys.key(i).decode()).encode()
+                                 for i in range(4 * FILES))
+    assert synth_lists(synth) == before, "complete directories were listed again"
+    assert len(files_under(m.p("d00004"))) == FILES
+    assert synth_lists(synth) > before, "the directory the cap cut was not listed"
+    fs = feedfs_stats(m)["fs"]
+    assert fs["subtree_too_big"] >= 1 and fs["subtree_kept"] >= 1, fs
