@@ -54,8 +54,10 @@
  * it waits, rd_budget_take() reclaims DONE segments nobody waits on, from any
  * open file (this one included; trylock only). Every charged byte is in one of:
  * (a) an INFLIGHT segment: the fetch contract says it completes; (b) a DONE
- * segment with waiters: those readers are woken by that completion, copy without
- * needing budget, and unpin; (c) a DONE idle segment: reclaimable now. File
+ * segment with waiters: those readers copy or reply without needing budget and
+ * unpin, at the latest once the GETs in flight they also wait for complete
+ * (a reader never waits for budget while it holds a pin: pin_range); (c) a
+ * DONE idle segment: reclaimable now. File
  * locks are never held across a wait. So charged bytes become reclaimable in
  * bounded time and a waiter's request (<= max) is eventually met: memory is
  * bounded by max, and a read needs at most one request's worth at a time. (Not
