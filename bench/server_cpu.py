@@ -1,14 +1,18 @@
 #!/usr/bin/python3
 """bench/server_cpu.py — where the cold sequential read loses to the server ceiling.
 
-    bench/server_cpu.py FEEDFS_BIN [ROUNDS] [FEEDFS OPTIONS...]
+    bench/server_cpu.py FEEDFS_BIN[,FEEDFS_BIN2...] [ROUNDS] [FEEDFS OPTIONS...]
     COLD=1 bench/server_cpu.py ...      (every measurement from a dropped page cache)
+    ONE=1 bench/server_cpu.py ...       (the curl side is one stream only)
 
 Over the s3rver and data that `make bench` prepared (build/bench/data), with the
 server's page cache WARM (the object is read once first, so the disk is out of the
 picture), alternates ROUNDS times (default 2): curl with 8 long ranges (the bench's
 ceiling), curl with 8 MiB ranges 8 and 4 at a time (feedfs's request pattern), and
-a `dd bs=1M` of the object through a fresh feedfs mount. Prints MB/s, the server's
+a `dd bs=1M` of the object through a fresh feedfs mount (of each binary given, in
+turn; the order alternates between rounds). With ONE=1 the curl side is one
+stream over the whole object instead (the "one curl stream" a cold sequential
+read is held to), and the medians of the rounds are printed. Prints MB/s, the server's
 CPU (% of one core and CPU-seconds per GiB served), feedfs's CPU and how busy the
 machine was (iowait apart). With COLD=1 each measurement starts from a dropped page
 cache instead, as the bench's cold passes do, so s3rver reads its disk. Timing only; not a test; does not verify bytes (bench.py and ab.py do).
@@ -28,6 +32,7 @@ SIZE = os.path.getsize(OBJ)
 
 
 COLD = os.environ.get("COLD", "") not in ("", "0")
+ONE = os.environ.get("ONE", "") not in ("", "0")
 
 
 def tot():
@@ -63,7 +68,7 @@ def measure(name, node, fn, fp=None):
 
 
 def main():
-    binary = sys.argv[1]
+    binaries = sys.argv[1].split(",")
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     if not COLD:
         subprocess.run(["cat", OBJ], stdout=subprocess.DEVNULL)      # server page cache warm
@@ -79,16 +84,31 @@ def main():
         time.sleep(3)
         node = int(subprocess.check_output(["pgrep", "-n", "node"]).split()[0])
         p8 = 8 << 20
-        for _ in range(rounds):
-            measure("curl 8 long ranges", node, lambda: curl_pass(bench.ceil_seq(url, SIZE, 8, 600)))
-            measure("curl 8MiB ranges x8", node, lambda: curl_pass(bench.ceil_ranges(url, SIZE, p8, 8, 600)))
-            measure("curl 8MiB ranges x4", node, lambda: curl_pass(bench.ceil_ranges(url, SIZE, p8, 4, 600)))
-            ab.mount(binary, port, mnt, sys.argv[3:])
-            fp = ab.daemon_pid(binary)
-            measure("feedfs dd bs=1M", node,
-                    lambda: subprocess.run(["dd", "if=" + os.path.join(mnt, ab.NAME), "of=/dev/null", "bs=1M"],
-                                           stderr=subprocess.DEVNULL), fp)
-            ab.umount(mnt)
+        got = {}
+        for r in range(rounds):
+            if ONE:
+                got.setdefault("curl 1 stream", []).append(
+                    measure("curl 1 stream", node, lambda: curl_pass(bench.ceil_seq(url, SIZE, 1, 600))))
+            else:
+                measure("curl 8 long ranges", node, lambda: curl_pass(bench.ceil_seq(url, SIZE, 8, 600)))
+                measure("curl 8MiB ranges x8", node, lambda: curl_pass(bench.ceil_ranges(url, SIZE, p8, 8, 600)))
+                measure("curl 8MiB ranges x4", node, lambda: curl_pass(bench.ceil_ranges(url, SIZE, p8, 4, 600)))
+            for binary in (binaries if r % 2 == 0 else binaries[::-1]):
+                ab.mount(binary, port, mnt, sys.argv[3:])
+                fp = ab.daemon_pid(binary)
+                name = "feedfs dd bs=1M" if len(binaries) == 1 else "dd " + os.path.basename(binary)
+                got.setdefault(name, []).append(measure(
+                    name, node, lambda: subprocess.run(["dd", "if=" + os.path.join(mnt, ab.NAME), "of=/dev/null",
+                                                        "bs=1M"], stderr=subprocess.DEVNULL), fp))
+                ab.umount(mnt)
+        if ONE:
+            import statistics
+            base = statistics.median(x[0] for x in got["curl 1 stream"])
+            print("\nmedian over %d rounds (MB/s, ratio to curl 1 stream; feedfs cpu-s/GiB):" % rounds)
+            for name, rows in got.items():
+                mbs = statistics.median(x[0] for x in rows)
+                fcpu = statistics.median(x[3] / 100 * (SIZE / x[0] / 1e6) / (SIZE / (1 << 30)) for x in rows)
+                print("  %-24s %6.0f MB/s  %.2fx  feedfs %.2f cpu-s/GiB" % (name, mbs, mbs / base, fcpu))
     finally:
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
         srv.terminate()

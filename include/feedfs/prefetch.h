@@ -108,14 +108,17 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst);
 
 /*
- * Zero-copy read: as rd_read, but when the bytes are all in finished segments
- * already, iov[0..*niov) points into those segments and they are pinned (not
- * freed, reclaimed or changed) until rd_unpin; otherwise the bytes are copied
- * into dst (len bytes) and iov[0] points at dst. Returns as rd_read. iov must
- * hold RD_PIN_MAX entries. Call rd_unpin once the bytes are used, without
- * holding other rd_file locks; a pin is held for microseconds (one reply).
- * rd_close waits for outstanding pins: the kernel may release the file while
- * the thread that sent the reply is still to call rd_unpin.
+ * Zero-copy read: as rd_read, but iov[0..*niov) points into the segments that
+ * hold the bytes, which are pinned (not freed, reclaimed or changed) until
+ * rd_unpin; a segment whose GET is in flight is waited for and pinned the same
+ * way. Only when that cannot be done without waiting for budget while holding
+ * a pin (bytes not yet fetched after pinned ones), or the read spans more than
+ * RD_PIN_MAX segments, are the bytes copied into dst (len bytes) and iov[0]
+ * points at dst (nothing pinned). Returns as rd_read. iov must hold RD_PIN_MAX
+ * entries. Call rd_unpin once the bytes are used, without holding other
+ * rd_file locks; hold a pin only for the reply (microseconds). rd_close waits
+ * for outstanding pins: the kernel may release the file while the thread that
+ * sent the reply is still to call rd_unpin.
  */
 #define RD_PIN_MAX 8
 struct rd_seg;

@@ -54,8 +54,10 @@
  * it waits, rd_budget_take() reclaims DONE segments nobody waits on, from any
  * open file (this one included; trylock only). Every charged byte is in one of:
  * (a) an INFLIGHT segment: the fetch contract says it completes; (b) a DONE
- * segment with waiters: those readers are woken by that completion, copy without
- * needing budget, and unpin; (c) a DONE idle segment: reclaimable now. File
+ * segment with waiters: those readers copy or reply without needing budget and
+ * unpin, at the latest once the GETs in flight they also wait for complete
+ * (a reader never waits for budget while it holds a pin: pin_range); (c) a
+ * DONE idle segment: reclaimable now. File
  * locks are never held across a wait. So charged bytes become reclaimable in
  * bounded time and a waiter's request (<= max) is eventually met: memory is
  * bounded by max, and a read needs at most one request's worth at a time. (Not
@@ -611,10 +613,12 @@ struct rd_file *rd_open(const struct rd_config *cfg, const char *key, size_t key
 
 /* The read loop, after plan_read, with f->mu held: bytes [off, end) into dst.
  * The time spent waiting for bytes that were not there yet (a demand GET, or
- * one in flight) goes to f->read_wait: the data-starvation signal. */
-static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *dst)
+ * one in flight), plus waited (ns this read waited before), goes to
+ * f->read_wait: the data-starvation signal. */
+static ssize_t read_locked(struct rd_file *f, uint64_t off, uint64_t end, char *dst,
+			   uint64_t waited)
 {
-	uint64_t cur, t0 = 0, waited = 0;
+	uint64_t cur, t0 = 0;
 	int rc = 0;
 
 	for (cur = off; cur < end && rc == 0; ) {
@@ -667,7 +671,7 @@ ssize_t rd_read(struct rd_file *f, uint64_t off, size_t len, char *dst)
 	}
 	if (f->size > f->part)
 		plan_read(f, off, off + len);
-	r = read_locked(f, off, off + len, dst);
+	r = read_locked(f, off, off + len, dst, 0);
 	pthread_mutex_unlock(&f->mu);
 	return r;
 }
@@ -692,11 +696,78 @@ static void unpin_locked(struct rd_file *f, struct rd_pin *pin)
 	pin->n = 0;
 }
 
+/*
+ * Pin [off, end) in place, piece by piece, with f->mu held: finished segments
+ * at once, segments in flight once their GET is done (waiting on f->cond, so
+ * f->mu is dropped meanwhile). Never waits for budget while it holds a pin:
+ * a gap (bytes nobody fetches yet) with pieces already pinned ends the walk,
+ * and a gap before anything is pinned is fetched first (demand_fetch, which
+ * may wait for budget; nothing pinned then). So pins are only ever held
+ * across a wait for a GET already charged and in flight, which completes
+ * (the fetch contract): the budget argument above still holds.
+ * Returns 1 with all of [off, end) pinned in iov and pin, 0 with nothing
+ * pinned (a gap after pinned pieces, or more than RD_PIN_MAX pieces: the
+ * caller copies instead), or -errno with nothing pinned. *waited gets the time
+ * spent waiting for bytes.
+ */
+static int pin_range(struct rd_file *f, uint64_t off, uint64_t end, struct iovec *iov,
+		     struct rd_pin *pin, uint64_t *waited)
+{
+	uint64_t cur = off, t0;
+	int rc = 0;
+
+	while (cur < end && rc == 0) {
+		struct rd_seg *s = seg_find(f, cur);
+		uint64_t n;
+
+		if (f->stale) {
+			rc = f->stale;
+		} else if (!seg_holds(f, s, cur)) {
+			if (pin->n)
+				break;                  /* no budget wait while pinned */
+			t0 = f->read_wait ? stats_now_ns() : 0;
+			rc = demand_fetch(f, cur, end);
+			*waited += t0 ? stats_now_ns() - t0 : 0;
+		} else if (pin->n == RD_PIN_MAX) {
+			break;
+		} else {
+			s->waiters++;                   /* pinned from here on */
+			pin->seg[pin->n++] = s;
+			if (s->state == SEG_INFLIGHT) {
+				t0 = f->read_wait ? stats_now_ns() : 0;
+				while (s->state == SEG_INFLIGHT)
+					pthread_cond_wait(&f->cond, &f->mu);
+				*waited += t0 ? stats_now_ns() - t0 : 0;
+			}
+			/* A failed segment is off the list already; the
+			 * unpin below frees it when we are last. */
+			if (s->state == SEG_ERR) {
+				rc = s->err;
+				break;
+			}
+			n = min_u64(seg_end(s), end) - cur;
+			iov[pin->n - 1].iov_base = s->buf + (cur - s->off);
+			iov[pin->n - 1].iov_len = n;
+			s->last_use = ++f->tick;
+			cur += n;
+		}
+	}
+	/* The object changed while we waited: fail as the copying loop's next
+	 * piece would, rather than return bytes of a file that is stale now. */
+	if (rc == 0 && cur == end && f->stale)
+		rc = f->stale;
+	if (rc == 0 && cur == end)
+		return 1;
+	unpin_locked(f, pin);
+	return rc;
+}
+
 ssize_t rd_read_iov(struct rd_file *f, uint64_t off, size_t len, char *dst,
 		    struct iovec *iov, unsigned *niov, struct rd_pin *pin)
 {
-	uint64_t end, cur;
+	uint64_t end, waited = 0;
 	ssize_t r;
+	int rc;
 
 	pin->n = 0;
 	*niov = 0;
@@ -719,33 +790,24 @@ ssize_t rd_read_iov(struct rd_file *f, uint64_t off, size_t len, char *dst,
 	}
 	if (f->size > f->part)
 		plan_read(f, off, end);
-	/* Everything already here: point at it, pinned, instead of copying. */
-	for (cur = off; cur < end; ) {
-		struct rd_seg *s = seg_find(f, cur);
-		uint64_t n;
-
-		if (!seg_holds(f, s, cur) || s->state != SEG_DONE || pin->n == RD_PIN_MAX)
-			break;
-		n = min_u64(seg_end(s), end) - cur;
-		iov[pin->n].iov_base = s->buf + (cur - s->off);
-		iov[pin->n].iov_len = n;
-		s->waiters++;
-		s->last_use = ++f->tick;
-		pin->seg[pin->n++] = s;
-		cur += n;
-	}
-	if (cur == end) {
+	/* Point at the segments, pinned, instead of copying: finished ones at
+	 * once, ones in flight when their GET is done. */
+	rc = pin_range(f, off, end, iov, pin, &waited);
+	if (rc == 1) {
 		*niov = pin->n;
 		if (f->read_wait)
-			stats_hist_observe(f->read_wait, 0);    /* all here: no wait */
-		if (pin->n)
-			f->pinned++;    /* rd_close waits for the unpin */
+			stats_hist_observe(f->read_wait, waited);
+		f->pinned++;            /* rd_close waits for the unpin */
 		drop_behind(f);         /* pinned segments it drops are freed by the unpin */
 		r = (ssize_t)len;
+	} else if (rc < 0) {
+		if (f->read_wait)
+			stats_hist_observe(f->read_wait, waited);
+		r = rc;
 	} else {
-		/* Not all here (or too many pieces): the copying loop, which waits. */
-		unpin_locked(f, pin);
-		r = read_locked(f, off, end, dst);
+		/* A gap after pinned pieces, or too many pieces: the copying
+		 * loop, which may wait for budget because it holds no pin. */
+		r = read_locked(f, off, end, dst, waited);
 		if (r > 0) {
 			iov[0].iov_base = dst;
 			iov[0].iov_len = (size_t)r;

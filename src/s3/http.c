@@ -271,6 +271,7 @@ static void active_remove(struct s3_http *h, struct s3_req *r)
 static void active_abort(struct s3_http *h, struct s3_req *r)
 {
 	active_remove(h, r);
+	s3_req_lowat_reset(r);
 	curl_multi_remove_handle(h->multi, r->easy);
 	easy_put(h, r->easy);
 	r->easy = NULL;
@@ -357,6 +358,7 @@ static void reap(struct s3_http *h)
 		if (m->msg != CURLMSG_DONE)
 			continue;
 		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
+		s3_req_lowat_reset(r);          /* its connection may be reused */
 		curl_multi_remove_handle(h->multi, e);
 		active_remove(h, r);
 		delay = s3_req_attempt_end(r, cc);     /* still reads e's info */

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <time.h>
 
 #include "feedfs/creds.h"
@@ -270,6 +273,109 @@ static int content_range_ok(const struct s3_req *r)
 	return a == r->off && b == r->off + r->len - 1;
 }
 
+/* ---- SO_RCVLOWAT on big GET bodies (see s3_i.h) ----------------------------- */
+
+/* CURLOPT_SOCKOPTFUNCTION: remember every socket curl opens. */
+static int lowat_sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+	struct s3_client *c = clientp;
+
+	(void)purpose;
+	for (unsigned i = 0; i < S3_LOWAT_FDS; i++)
+		if (c->lowat_fd[i] == (int)fd + 1)
+			return CURL_SOCKOPT_OK;
+	c->lowat_fd[c->lowat_next++ % S3_LOWAT_FDS] = (int)fd + 1;   /* 0: empty */
+	return CURL_SOCKOPT_OK;
+}
+
+/* Address and port of sa as text, for comparing with curl's info. */
+static int addr_str(const struct sockaddr_storage *sa, char *ip, size_t cap, long *port)
+{
+	if (sa->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)sa;
+
+		*port = ntohs(a->sin_port);
+		return inet_ntop(AF_INET, &a->sin_addr, ip, (socklen_t)cap) ? 0 : -1;
+	}
+	if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)sa;
+
+		*port = ntohs(a->sin6_port);
+		return inet_ntop(AF_INET6, &a->sin6_addr, ip, (socklen_t)cap) ? 0 : -1;
+	}
+	return -1;
+}
+
+/* The socket of r's connection: the remembered one whose local and remote
+ * addresses are those curl reports for the transfer; -1 if none is. */
+static int lowat_fd_of(struct s3_req *r)
+{
+	struct s3_client *c = r->c;
+	char *lip = NULL, *pip = NULL, ip[INET6_ADDRSTRLEN];
+	long lport = 0, pport = 0, port;
+
+	if (curl_easy_getinfo(r->easy, CURLINFO_LOCAL_IP, &lip) != CURLE_OK || !lip ||
+	    curl_easy_getinfo(r->easy, CURLINFO_PRIMARY_IP, &pip) != CURLE_OK || !pip ||
+	    curl_easy_getinfo(r->easy, CURLINFO_LOCAL_PORT, &lport) != CURLE_OK ||
+	    curl_easy_getinfo(r->easy, CURLINFO_PRIMARY_PORT, &pport) != CURLE_OK)
+		return -1;
+	for (unsigned i = 0; i < S3_LOWAT_FDS; i++) {
+		struct sockaddr_storage sa;
+		socklen_t len = sizeof(sa);
+		int fd = c->lowat_fd[i] - 1;
+
+		if (fd < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) != 0 ||
+		    addr_str(&sa, ip, sizeof(ip), &port) != 0 || port != lport || strcmp(ip, lip))
+			continue;
+		len = sizeof(sa);
+		if (getpeername(fd, (struct sockaddr *)&sa, &len) == 0 &&
+		    addr_str(&sa, ip, sizeof(ip), &port) == 0 && port == pport && !strcmp(ip, pip))
+			return fd;
+	}
+	return -1;
+}
+
+/* The socket is looked up once per attempt: its connection does not change
+ * while the body comes. Setting 1 through it later is always safe. */
+static void lowat_set(struct s3_req *r, int want)
+{
+	if (want == (r->lowat ? r->lowat : 1))
+		return;
+	if (r->lowat_fd < 0)
+		r->lowat_fd = lowat_fd_of(r);
+	if (r->lowat_fd >= 0 &&
+	    setsockopt(r->lowat_fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+		r->lowat = want;
+}
+
+/* After each piece of a big GET's body (n bytes): one receive buffer, or what
+ * the rate so far brings in S3_LOWAT_WAIT_NS rounded down to a power of two
+ * (so it is rarely set again), while more than two receive buffers are still
+ * to come; else 1. */
+static void lowat_body(struct s3_req *r, size_t n)
+{
+	uint64_t bite = (uint64_t)r->c->get_recv_buf, now = stats_now_ns(), want = 1;
+
+	if (!r->body_ns) {
+		r->body_ns = now;               /* the rate is timed from here */
+		r->body_first = n;
+	}
+	if (!r->have_content_length || r->content_length < r->got)
+		return;
+	if (r->content_length - r->got > 2 * bite && now > r->body_ns) {
+		/* bytes after the first piece, over the time since it came */
+		want = (r->got - r->body_first) * S3_LOWAT_WAIT_NS / (now - r->body_ns);
+		want = want >= bite ? bite : want < S3_LOWAT_MIN ? 1 : 1ull << (63 - __builtin_clzll(want));
+	}
+	lowat_set(r, (int)want);
+}
+
+void s3_req_lowat_reset(struct s3_req *r)
+{
+	if (r->easy && r->lowat > 1)
+		lowat_set(r, 1);
+}
+
 static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
 {
 	struct s3_req *r = arg;
@@ -289,6 +395,8 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
 		}
 		memcpy(r->buf + r->got, p, n);
 		r->got += n;
+		if (r->len >= (size_t)S3_BIG_GET)
+			lowat_body(r, n);
 		S3_STAT_ADD(r->c, object_bytes, n);
 		return n;
 	}
@@ -482,6 +590,9 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->status = 0;
 	r->got = 0;
 	r->overflow = 0;
+	r->lowat = 0;
+	r->lowat_fd = -1;
+	r->body_ns = 0;
 	util_buf_reset(&r->body);
 	r->body_too_big = 0;
 	r->have_content_length = 0;
@@ -559,6 +670,9 @@ int s3_req_attempt_start(struct s3_req *r, CURL *e)
 	r->fresh_conn = 0;
 	if (r->op == S3_OP_GET && r->len >= (size_t)S3_BIG_GET)
 		curl_easy_setopt(e, CURLOPT_BUFFERSIZE, c->get_recv_buf);
+	/* Every connection, as any may carry a big GET later. */
+	curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, lowat_sockopt);
+	curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, c);
 	return 0;
 }
 

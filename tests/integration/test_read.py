@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import BIG_KEY
+from conftest import BIG_KEY, feedfs_stats
 from fsmodel import walk_mount
 
 
@@ -146,3 +146,25 @@ def test_same_fd_parallel_preads(edge, edge_mount):
         for t in ts:
             t.join(600)
     assert not errors, errors[:5]
+
+
+def test_big_gets_leave_their_connection_clean(edge, mount):
+    """A big GET's body is received with SO_RCVLOWAT raised (src/s3/request.c);
+    the connection must go back to the pool with it reset, or the next small
+    response on it (headers and body under the low-water mark) waits until the
+    stall watchdog cuts it. One connection, so every request reuses it: 40 MiB
+    of the big object (8 MiB GETs), then small objects and a seek of the big one."""
+    m = mount(edge.name, "", "--max-connections", "1", "--stall-timeout", "5")
+    with open(edge.big_path, "rb") as src, open(m.p(BIG_KEY), "rb", buffering=0) as f:
+        for _ in range(40):
+            assert f.read(1 << 20) == src.read(1 << 20)
+        for off in (123_457, 200 << 20):
+            src.seek(off)
+            assert os.pread(f.fileno(), 4096, off) == src.read(4096), off
+    small = sorted(k for k in edge.objects if k.startswith("sizes/") and 0 < len(edge.objects[k]) < (256 << 10))
+    assert len(small) >= 4, small
+    for k in small:
+        with open(m.p(k), "rb", buffering=0) as f:
+            assert f.read() == edge.objects[k], k
+    s3 = feedfs_stats(m)["s3"]
+    assert s3["stalls"] == 0 and s3["retries_stall"] == 0 and s3["errors"] == 0, s3
