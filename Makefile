@@ -189,7 +189,7 @@ test: ## everything CI runs: deps, unit, ASan/UBSan, valgrind, fuzz seeds, integ
 	$(MAKE) python-test
 	$(MAKE) -j$(NPROC) SANITIZE=address,undefined all
 	$(MAKE) asan
-	$(MAKE) -j$(NPROC) SANITIZE=thread all
+	$(MAKE) -j$(NPROC) SANITIZE=thread build/san-thread/feedfs
 	$(MAKE) valgrind
 	$(MAKE) fuzz-smoke
 	FEEDFS_SAN_BIN=build/san-address-undefined/feedfs FEEDFS_TSAN_BIN=build/san-thread/feedfs \

@@ -33,6 +33,21 @@ run_pytest() {
 	return $rc
 }
 
+# The Ceph gateway (tests/rgw/start.sh, about a minute to start) comes up in
+# the background while the first tests run, and is kept for every pass
+# (FEEDFS_RGW_KEEP: the passes find it and its buckets there) and stopped at
+# the end. The RGW tests' own call of start.sh waits for this one (flock).
+rgw_log=$(mktemp /tmp/feedfs-rgw-start.XXXXXX)
+"$root/tests/rgw/start.sh" >"$rgw_log" 2>&1 &
+export FEEDFS_RGW_KEEP=1
+cleanup() {
+	rm -rf "${FEEDFS_SAN_LOG_DIR:-/nonexistent}"
+	wait
+	"$root/tests/rgw/stop.sh" >/dev/null 2>&1
+	rm -f "$rgw_log"
+}
+trap cleanup EXIT
+
 status=0
 FEEDFS_BIN=$bin run_pytest "feedfs $bin" tests/integration || status=1
 
@@ -60,7 +75,6 @@ new_logdir() {
 	FEEDFS_SAN_LOG_DIR=$(mktemp -d /tmp/feedfs-san.XXXXXX)
 	export FEEDFS_SAN_LOG_DIR
 }
-trap 'rm -rf "${FEEDFS_SAN_LOG_DIR:-/nonexistent}"' EXIT
 
 # ASan + UBSan: the `san` tests
 if [ -n "${FEEDFS_SAN_BIN:-}" ]; then

@@ -11,7 +11,8 @@
 #
 # On success prints the S3 endpoint and writes $FEEDFS_RGW_DIR/env (sourceable:
 # RGW_ENDPOINT, RGW_ACCESS_KEY, RGW_SECRET_KEY). Exit 0, or non-zero with the reason
-# on the last line of stderr. Stop with tests/rgw/stop.sh.
+# on the last line of stderr. Stop with tests/rgw/stop.sh. Concurrent runs are
+# serialised (flock on $FEEDFS_RGW_DIR.lock).
 set -euo pipefail
 
 D=${FEEDFS_RGW_DIR:-/tmp/feedfs-rgw}
@@ -25,6 +26,12 @@ T0=$SECONDS
 say() { echo "[rgw $((SECONDS - T0))s] $*" >&2; }
 die() { say "cannot start: $*"; exit 1; }
 answers() { curl -s -o /dev/null --max-time 2 "$ENDPOINT/"; }
+
+# One start at a time: tests/integration/run.sh starts the gateway in the
+# background while the suite runs, and the first RGW test's own call must wait
+# for that start, not tear it down and begin another.
+exec 9>"$D.lock"
+flock 9
 
 if [ -f "$D/env" ] && [ -f "$D/run/ceph-client.rgw.feedfs.pid" ] && answers; then
 	say "already running at $ENDPOINT"
