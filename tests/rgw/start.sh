@@ -29,9 +29,12 @@ answers() { curl -s -o /dev/null --max-time 2 "$ENDPOINT/"; }
 
 # One start at a time: tests/integration/run.sh starts the gateway in the
 # background while the suite runs, and the first RGW test's own call must wait
-# for that start, not tear it down and begin another.
+# for that start, not tear it down and begin another. The daemons started
+# below inherit fd 9, and a flock lives as long as any holder of its open
+# file: so it is let go explicitly when this script ends, however it ends.
 exec 9>"$D.lock"
 flock 9
+trap 'flock -u 9' EXIT
 
 if [ -f "$D/env" ] && [ -f "$D/run/ceph-client.rgw.feedfs.pid" ] && answers; then
 	say "already running at $ENDPOINT"
