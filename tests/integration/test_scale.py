@@ -1,5 +1,5 @@
 """A tree bigger than the metadata budget (issue 22): walks, stats and reads of
-200,000 computed keys (bench/synth_s3.py) with --max-memory 32M, whose
+1,000,000 computed keys (bench/synth_s3.py) with --max-memory 32M, whose
 metadata share (an eighth, at least 4 MiB) holds a small part of the tree's
 listings and nodes. Not a timing: counts, sizes and bytes must be exact, the
 metadata must have been evicted (listings dropped, entries invalidated) and
@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import synth_s3  # noqa: E402
 
-DIRS, FILES = 200, 1000
+DIRS, FILES = 1000, 1000
 MAX_MEMORY_MIB = 32
 META_MIB = 4                      # an eighth of 32 MiB is under the 4 MiB floor
 RSS_OVERHEAD_MIB = 80             # as test_faults: libc arenas, curl, FUSE threads
