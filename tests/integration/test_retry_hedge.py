@@ -166,9 +166,11 @@ def test_stalled_get_is_hedged_and_bytes_are_right(mount, fproxy, rbucket):
     watchdog never had to cut anything."""
     bucket, data = rbucket
     # a budget that cannot run out here: every stall can be hedged
-    m = mount(bucket, "", *ARGS, "--stall-timeout", "60", "--hedge-budget", "100",
+    m = mount(bucket, "", *ARGS, "--stall-timeout", "30", "--hedge-budget", "100",
               endpoint=fproxy.url)
-    fproxy.stall_s = 40
+    # 12 s is far past a hedge's delay; a primary whose hedge stalled too
+    # waits it out (below), so a longer stall only makes the test slower
+    fproxy.stall_s = 12
     # warm up the tail estimate on clean requests first
     assert not read_all(m, data, sorted(SMALL)[:4])
     fproxy.set_fault("stall", rate=0.12, repeat=1)

@@ -55,6 +55,19 @@ def files_under(root):
     return out.stdout.splitlines()
 
 
+def stat_dirs(m, keys, ds):
+    """find -printf of every file of directories ds of mount m: each size by
+    the endpoint's formula."""
+    for d in ds:
+        out = subprocess.run(["find", m.p("d%05d" % d), "-type", "f", "-printf", "%f %s\n"],
+                             capture_output=True, check=True, timeout=120, text=True)
+        lines = out.stdout.splitlines()
+        assert len(lines) == FILES
+        for line in lines:
+            name, size = line.split()
+            assert int(size) == keys.size(b"d%05d/%s" % (d, name.encode())), line
+
+
 def test_tree_over_the_metadata_budget(mounter, synth):
     keys = synth_s3.Keys(DIRS, FILES)
     m = mounter.mount("s3://synth/", s3rver_args(synth) + [
@@ -70,14 +83,7 @@ def test_tree_over_the_metadata_budget(mounter, synth):
 
     # Stats of 30 directories (30,000 lookups: more nodes than the share
     # holds), every size by the endpoint's formula.
-    for d in range(0, DIRS, DIRS // 30):
-        out = subprocess.run(["find", m.p("d%05d" % d), "-type", "f", "-printf", "%f %s\n"],
-                             capture_output=True, check=True, timeout=120, text=True)
-        lines = out.stdout.splitlines()
-        assert len(lines) == FILES
-        for line in lines:
-            name, size = line.split()
-            assert int(size) == keys.size(b"d%05d/%s" % (d, name.encode())), line
+    stat_dirs(m, keys, range(0, DIRS, DIRS // 30))
 
     # Reads by path, in random order: every byte right.
     rnd = random.Random(22)
@@ -129,19 +135,9 @@ def test_stat_walk_past_the_low_mark_needs_no_lookup_per_file(mounter, synth):
     m = mounter.mount("s3://synth/", s3rver_args(synth) + [
         "--max-memory", "%dM" % MAX_MEMORY_MIB, "--metadata-ttl", "600"])
 
-    def stat_dirs(ds):
-        for d in ds:
-            out = subprocess.run(["find", m.p("d%05d" % d), "-type", "f", "-printf", "%f %s\n"],
-                                 capture_output=True, check=True, timeout=120, text=True)
-            lines = out.stdout.splitlines()
-            assert len(lines) == FILES
-            for line in lines:
-                name, size = line.split()
-                assert int(size) == keys.size(b"d%05d/%s" % (d, name.encode())), line
-
-    stat_dirs(range(0, 30))               # past the low mark (~15,000 nodes)
+    stat_dirs(m, keys, range(0, 30))      # past the low mark (~15,000 nodes)
     before = feedfs_stats(m)["fs"]
-    stat_dirs(range(30, 40))
+    stat_dirs(m, keys, range(30, 40))
     after = feedfs_stats(m)["fs"]
     lookups = after["lookups"] - before["lookups"]
     # Without the walk hint every one of the 10,000 files is a lookup; the
