@@ -222,10 +222,14 @@ unlock:
  * whose entries come with nodes (plus_files), from our cached listing or one
  * LIST (which the first lookup would have sent anyway). fs->lock held.
  */
+static int nodes_past_low_locked(const struct fs *fs)
+{
+	return fs->meta_max && fs->inodes.bytes >= fs->meta_max / 100 * FS_META_NODES_LOW;
+}
+
 static int stat_walk_locked(const struct fs *fs)
 {
-	return fs->plus_walk && fs->meta_max &&
-	       fs->inodes.bytes >= fs->meta_max / 100 * FS_META_NODES_LOW;
+	return fs->plus_walk && nodes_past_low_locked(fs);
 }
 
 /*
@@ -471,7 +475,7 @@ static int plus_files(struct fs *fs, struct fs_dirh *dh)
 {
 	struct fs_node *dn;
 
-	if (!fs->meta_max || fs->inodes.bytes < fs->meta_max / 100 * FS_META_NODES_LOW)
+	if (!nodes_past_low_locked(fs))
 		return 1;
 	if (fs->inodes.bytes >= fs->meta_max)
 		return 0;

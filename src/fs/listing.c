@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feedfs/buf.h"
 #include "feedfs/log.h"
 #include "feedfs/s3.h"
 #include "feedfs/util.h"
@@ -243,68 +244,65 @@ int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const 
 	return r;
 }
 
-/*
- * The greatest key of a subtree listing so far (key) and its path from the
- * mount root (path), while the keys come in byte order; order = 0 once one
- * did not, or one could not be placed.
- */
-struct key_order {
-	char *key, *path;
-	size_t key_len, path_len, key_cap, path_cap;
-	int order;
-};
-
-static int copy_into(char **buf, size_t *cap, size_t need)
+/* Does key a sort strictly before key b (bytes, as S3 orders them)? */
+static int key_before(const char *a, size_t al, const char *b, size_t bl)
 {
-	char *b;
+	int c = memcmp(a, b, al < bl ? al : bl);
 
-	if (need <= *cap)
-		return 0;
-	b = realloc(*buf, need);
-	if (!b)
-		return -1;
-	*buf = b;
-	*cap = need;
+	return c < 0 || (c == 0 && al < bl);
+}
+
+/*
+ * Keeps `last` the greatest key of a subtree listing so far while its pages
+ * come in byte order; 0 (and last emptied) once one did not.
+ */
+static int key_order_page(struct util_buf *last, const struct s3_list_page *pg)
+{
+	const struct s3_object *o = pg->objects;
+
+	if (pg->n_objects == 0)
+		return 1;
+	if (last->len && !key_before(last->p, last->len, o[0].key, o[0].key_len))
+		goto broken;
+	for (size_t i = 1; i < pg->n_objects; i++)
+		if (!key_before(o[i - 1].key, o[i - 1].key_len, o[i].key, o[i].key_len))
+			goto broken;
+	util_buf_reset(last);
+	if (util_buf_append(last, o[pg->n_objects - 1].key, o[pg->n_objects - 1].key_len) == 0)
+		return 1;
+broken:
+	util_buf_free(last);
 	return 0;
 }
 
-static void key_order_page(struct key_order *ko, const char *dir, size_t dir_len,
-			   const char *prefix, size_t prefix_len, const struct s3_list_page *pg)
+/* The capped tree's complete directories into the cache: all but those on
+ * the way to the greatest key read (its path from the mount root). */
+static void tree_install_before(struct fs *fs, struct fs_tree *t, const char *dir,
+				size_t dir_len, const char *prefix, size_t prefix_len,
+				const struct util_buf *last)
 {
-	for (size_t i = 0; ko->order && i < pg->n_objects; i++) {
-		const struct s3_object *o = &pg->objects[i];
-		size_t off = dir_len ? dir_len + 1 : 0, rel_len;
-		const char *rel;
-		int c;
+	struct util_buf path = { 0 };
+	const char *rel;
+	size_t rel_len;
 
-		if (ko->key_len) {
-			c = memcmp(ko->key, o->key, ko->key_len < o->key_len ? ko->key_len : o->key_len);
-			if (c > 0 || (c == 0 && ko->key_len >= o->key_len)) {
-				ko->order = 0;
-				return;
-			}
-		}
-		if (fs_key_path(prefix, prefix_len, o->key, o->key_len, 0, &rel, &rel_len) < 0 ||
-		    copy_into(&ko->key, &ko->key_cap, o->key_len) ||
-		    copy_into(&ko->path, &ko->path_cap, off + rel_len)) {
-			ko->order = 0;
-			return;
-		}
-		memcpy(ko->key, o->key, o->key_len);
-		ko->key_len = o->key_len;
-		if (dir_len) {
-			memcpy(ko->path, dir, dir_len);
-			ko->path[dir_len] = '/';
-		}
-		memcpy(ko->path + off, rel, rel_len);
-		ko->path_len = off + rel_len;
+	if (fs_key_path(prefix, prefix_len, last->p, last->len, 0, &rel, &rel_len) < 0)
+		return;
+	if (dir_len) {
+		util_buf_append(&path, dir, dir_len);
+		util_buf_putc(&path, '/');
 	}
+	if (util_buf_append(&path, rel, rel_len) == 0) {
+		FS_STAT_INC(fs, subtree_kept);
+		tree_install(fs, t, prefix, path.p, path.len);
+	}
+	util_buf_free(&path);
 }
 
 static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 			size_t prefix_len, long max_keys, struct fs_inflight *me)
 {
-	struct key_order ko = { .order = 1 };
+	struct util_buf last = { 0 };  /* greatest key read, while in order */
+	int ordered = 1;
 	struct fs_tree t;
 	char *token = NULL;
 	uint64_t seen = 0;
@@ -333,7 +331,7 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			break;
 		}
 		seen += pg.n_objects;
-		key_order_page(&ko, path, path_len, prefix, prefix_len, &pg);
+		ordered = ordered && key_order_page(&last, &pg);
 		r = tree_add_page(&t, prefix, prefix_len, &pg);
 		if (r == 0 && pg.truncated && pg.next_token && pg.next_token[0]) {
 			token = strdup(pg.next_token);
@@ -361,17 +359,15 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			pthread_mutex_unlock(&fs->lock);
 			/* In byte order (S3's, not s3rver's): the directories
 			 * wholly before the last key are complete; keep them. */
-			if (ko.order && ko.key_len) {
-				FS_STAT_INC(fs, subtree_kept);
-				tree_install(fs, &t, prefix, ko.path, ko.path_len);
-			}
+			if (ordered && last.len)
+				tree_install_before(fs, &t, path, path_len, prefix, prefix_len,
+						    &last);
 			free(token);
 			r = 0;
 			break;
 		}
 	}
-	free(ko.key);
-	free(ko.path);
+	util_buf_free(&last);
 	fs_tree_cleanup(&t);
 	return r;
 }

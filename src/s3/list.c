@@ -29,6 +29,7 @@
 
 #include <libxml/parser.h>
 
+#include "feedfs/buf.h"
 #include "feedfs/util.h"
 
 static int hexval(int c)
@@ -130,8 +131,7 @@ struct lp {
 	int in_prefixes, have_prefix;          /* depth 2 is a CommonPrefixes */
 	enum lp_cap cap;
 	int cap_depth;                         /* the collected element's depth */
-	char *text;                            /* collected text, NUL-terminated */
-	size_t text_len, text_cap;
+	struct util_buf text;                  /* collected text, reused per element */
 	size_t obj_cap, pre_cap, len_cap;
 	char *next_marker;                     /* V1, raw until decoded */
 };
@@ -163,10 +163,10 @@ static int grow(void **arr, size_t *cap, size_t n, size_t each)
 
 static char *text_dup(const struct lp *st)
 {
-	char *p = malloc(st->text_len + 1);
+	char *p = malloc(st->text.len + 1);
 
 	if (p)
-		memcpy(p, st->text_len ? st->text : "", st->text_len + 1);
+		memcpy(p, st->text.len ? st->text.p : "", st->text.len + 1);
 	return p;
 }
 
@@ -174,9 +174,7 @@ static void capture(struct lp *st, enum lp_cap cap)
 {
 	st->cap = cap;
 	st->cap_depth = st->depth;
-	st->text_len = 0;
-	if (st->text)
-		st->text[0] = '\0';
+	util_buf_reset(&st->text);
 }
 
 static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix,
@@ -240,21 +238,8 @@ static void on_text(void *ctx, const xmlChar *ch, int len)
 
 	if (st->err || st->cap == CAP_NONE || len <= 0)
 		return;
-	if (st->text_len + (size_t)len + 1 > st->text_cap) {
-		size_t c = st->text_cap ? st->text_cap : 256;
-		char *p;
-
-		while (c < st->text_len + (size_t)len + 1)
-			c *= 2;
-		p = realloc(st->text, c);
-		if (!p)
-			return lp_fail(st);
-		st->text = p;
-		st->text_cap = c;
-	}
-	memcpy(st->text + st->text_len, ch, (size_t)len);
-	st->text_len += (size_t)len;
-	st->text[st->text_len] = '\0';
+	if (util_buf_append(&st->text, ch, (size_t)len))
+		lp_fail(st);
 }
 
 /* The collected text of the element that just ended: 0 or -1. */
@@ -262,13 +247,13 @@ static int finish(struct lp *st)
 {
 	struct s3_list_page *out = st->out;
 	struct s3_object *o = out->n_objects ? &out->objects[out->n_objects - 1] : NULL;
-	const char *t = st->text ? st->text : "";
+	const char *t = st->text.len ? st->text.p : "";
 	char *end;
 
 	switch (st->cap) {
 	case CAP_KEY:
 		o->key = text_dup(st);
-		o->key_len = st->text_len;
+		o->key_len = st->text.len;
 		st->have_key = 1;
 		return o->key ? 0 : -1;
 	case CAP_SIZE:
@@ -277,14 +262,14 @@ static int finish(struct lp *st)
 		errno = 0;
 		o->size = strtoull(t, &end, 10);
 		st->have_size = 1;
-		return errno == 0 && end == t + st->text_len ? 0 : -1;
+		return errno == 0 && end == t + st->text.len ? 0 : -1;
 	case CAP_MTIME:
 		return util_parse_iso8601_ms(t, &o->mtime_ms) ? -1 : 0;
 	case CAP_ETAG:
 		/* An ETag too long to keep is dropped, not truncated: a cut
 		 * ETag would make every If-Match fail. */
-		if (st->text_len < S3_ETAG_MAX && !memchr(t, '\0', st->text_len))
-			memcpy(o->etag, t, st->text_len + 1);
+		if (st->text.len < S3_ETAG_MAX && !memchr(t, '\0', st->text.len))
+			memcpy(o->etag, t, st->text.len + 1);
 		return 0;
 	case CAP_PREFIX:
 		if (grow((void **)&out->prefixes, &st->pre_cap, out->n_prefixes,
@@ -295,7 +280,7 @@ static int finish(struct lp *st)
 		out->prefixes[out->n_prefixes] = text_dup(st);
 		if (!out->prefixes[out->n_prefixes])
 			return -1;
-		out->prefix_lens[out->n_prefixes++] = st->text_len;
+		out->prefix_lens[out->n_prefixes++] = st->text.len;
 		st->have_prefix = 1;
 		return 0;
 	case CAP_TRUNC:
@@ -428,7 +413,7 @@ static int list_parse(const char *body, size_t len, int v1, struct s3_list_page 
 	ret = 0;
 out:
 	xmlFreeParserCtxt(st.ctxt);
-	free(st.text);
+	util_buf_free(&st.text);
 	free(st.next_marker);
 	if (ret)
 		s3_list_page_cleanup(out);
