@@ -177,6 +177,13 @@ static void capture(struct lp *st, enum lp_cap cap)
 	util_buf_reset(&st->text);
 }
 
+/* strcmp(name, lit) == 0, with the first byte checked inline: element
+ * names are compared a few million times in a walk of a big bucket. */
+static inline int name_is(const char *name, const char *lit)
+{
+	return name[0] == lit[0] && strcmp(name, lit) == 0;
+}
+
 static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix,
 		     const xmlChar *uri, int nb_ns, const xmlChar **ns, int nb_attr,
 		     int nb_defaulted, const xmlChar **attrs)
@@ -191,10 +198,10 @@ static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix,
 	if (st->err || st->cap != CAP_NONE)
 		return;                 /* inside an element whose text we collect */
 	if (st->depth == 1) {
-		if (strcmp(name, "ListBucketResult") != 0)
+		if (!name_is(name, "ListBucketResult"))
 			lp_fail(st);
 	} else if (st->depth == 2) {
-		if (strcmp(name, "Contents") == 0) {
+		if (name_is(name, "Contents")) {
 			/* Counted at once so that a failure frees its key. */
 			if (grow((void **)&out->objects, &st->obj_cap, out->n_objects,
 				 sizeof(*out->objects)))
@@ -202,32 +209,32 @@ static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix,
 			out->n_objects++;
 			st->in_contents = 1;
 			st->have_key = st->have_size = 0;
-		} else if (strcmp(name, "CommonPrefixes") == 0) {
+		} else if (name_is(name, "CommonPrefixes")) {
 			st->in_prefixes = 1;
 			st->have_prefix = 0;
-		} else if (strcmp(name, "IsTruncated") == 0) {
+		} else if (name_is(name, "IsTruncated")) {
 			capture(st, CAP_TRUNC);
-		} else if (!st->v1 && strcmp(name, "NextContinuationToken") == 0) {
+		} else if (!st->v1 && name_is(name, "NextContinuationToken")) {
 			capture(st, CAP_TOKEN);
-		} else if (st->v1 && strcmp(name, "NextMarker") == 0) {
+		} else if (st->v1 && name_is(name, "NextMarker")) {
 			capture(st, CAP_MARKER);
-		} else if (strcmp(name, "EncodingType") == 0) {
+		} else if (name_is(name, "EncodingType")) {
 			capture(st, CAP_ENCODING);
 		}
 	} else if (st->depth == 3 && st->in_contents) {
-		if (strcmp(name, "Key") == 0) {
+		if (name_is(name, "Key")) {
 			if (st->have_key)
 				return lp_fail(st);
 			capture(st, CAP_KEY);
-		} else if (strcmp(name, "Size") == 0) {
+		} else if (name_is(name, "Size")) {
 			capture(st, CAP_SIZE);
-		} else if (strcmp(name, "LastModified") == 0) {
+		} else if (name_is(name, "LastModified")) {
 			capture(st, CAP_MTIME);
-		} else if (strcmp(name, "ETag") == 0) {
+		} else if (name_is(name, "ETag")) {
 			capture(st, CAP_ETAG);
 		}
 	} else if (st->depth == 3 && st->in_prefixes) {
-		if (strcmp(name, "Prefix") == 0 && !st->have_prefix)
+		if (name_is(name, "Prefix") && !st->have_prefix)
 			capture(st, CAP_PREFIX);
 	}
 }

@@ -141,9 +141,21 @@ static int iso_mdays(int y, int mo)
 	return mo == 2 && leap ? 29 : mdays[mo - 1];
 }
 
+/* Days from 1970-01-01 to y-mo-d (proleptic Gregorian, y >= 1970): what
+ * timegm() computes, without its time-zone lock (a listing page parses a
+ * thousand dates). Counts from March so that the leap day ends a year. */
+static int64_t iso_days(int y, int mo, int d)
+{
+	int64_t yy = mo <= 2 ? y - 1 : y;
+	int64_t era = yy / 400, yoe = yy - era * 400;
+	int64_t doy = (153 * (mo > 2 ? mo - 3 : mo + 9) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+
+	return era * 146097 + doe - 719468;
+}
+
 int util_parse_iso8601_ms(const char *s, int64_t *out_ms)
 {
-	struct tm tm = { 0 };
 	int y, mo, d, h, mi, sec = 0, ms = 0, off_min = 0;
 	const char *p = s;
 	time_t t;
@@ -187,15 +199,8 @@ int util_parse_iso8601_ms(const char *s, int64_t *out_ms)
 	if (*p || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > iso_mdays(y, mo) || h > 23 ||
 	    mi > 59 || sec > 60)
 		return -EINVAL;
-	tm.tm_year = y - 1900;
-	tm.tm_mon = mo - 1;
-	tm.tm_mday = d;
-	tm.tm_hour = h;
-	tm.tm_min = mi;
-	tm.tm_sec = sec;   /* a leap second (60) is the next minute's first */
-	t = timegm(&tm);
-	if (t == (time_t)-1)
-		return -EINVAL;
+	/* a leap second (60) is the next minute's first */
+	t = (time_t)iso_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec;
 	*out_ms = ((int64_t)t - (int64_t)off_min * 60) * 1000 + ms;
 	return 0;
 }

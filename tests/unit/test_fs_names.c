@@ -447,6 +447,37 @@ static void t_listing_big(void)
 }
 
 
+/* A quoted lowercase MD5 packs into 16 bytes and back; any other byte in any
+ * place, an uppercase digit included, leaves the ETag as text. */
+static void t_etag_md5(void)
+{
+	static const char bad[] = { 'g', 'A', 'F', '/', ':', '`', '"', ' ', '\x80', '\xff' };
+	char tag[40], back[FS_ETAG_MAX];
+	struct fs_etag e;
+
+	for (int n = 0; n < 256; n++) {
+		tag[0] = '"';
+		for (int i = 0; i < 32; i++)
+			tag[1 + i] = "0123456789abcdef"[(n * 7 + i * (n | 1)) & 15];
+		tag[33] = '"';
+		tag[34] = '\0';
+		CHECK(fs_etag_md5(tag, e.u.md5));
+		fs_etag_str(&e, FS_ETAG_MD5, back);
+		CHECK_STR(back, tag);
+	}
+	for (int i = 0; i < 32; i++)
+		for (size_t b = 0; b < sizeof(bad); b++) {
+			memcpy(tag, "\"0123456789abcdef0123456789abcdef\"", 35);
+			tag[1 + i] = bad[b];
+			if (fs_etag_md5(tag, e.u.md5))
+				harness_fail(__FILE__, __LINE__, "byte %d = 0x%02x accepted", i,
+					     (unsigned char)bad[b]);
+		}
+	CHECK(!fs_etag_md5("\"0123456789abcdef0123456789abcde\"", e.u.md5));
+	CHECK(!fs_etag_md5("\"0123456789abcdef0123456789abcdef0\"", e.u.md5));
+	CHECK(!fs_etag_md5("0123456789abcdef0123456789abcdef", e.u.md5));
+}
+
 /* ---------- subtree: many listings from one flat key list ---------- */
 
 struct tkey {
@@ -1125,6 +1156,7 @@ static const struct test tests[] = {
 	TEST(t_key_for_path),
 	TEST(t_listing_merge),
 	TEST(t_listing_big),
+	TEST(t_etag_md5),
 	TEST(t_tree_basic),
 	TEST(t_tree_shadow),
 	TEST(t_tree_hidden),

@@ -177,6 +177,29 @@ static void t_iso8601(void)
 	ms = 7;
 	CHECK_EQ_INT(util_parse_iso8601_ms(NULL, &ms), -EINVAL);
 	CHECK_EQ_INT(ms, 7);
+
+	/* Every day from 1970 to 2500 against libc's timegm (the parser does
+	 * its own calendar arithmetic). */
+	for (int y = 1970; y <= 2500; y++)
+		for (int mo = 1; mo <= 12; mo++)
+			for (int d = 1; d <= 31; d++) {
+				struct tm tm = { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
+						 .tm_hour = 23, .tm_min = 59, .tm_sec = 58 };
+				char s[40];
+				time_t t = timegm(&tm);
+				int rc;
+
+				snprintf(s, sizeof(s), "%04d-%02d-%02dT23:59:58.001Z", y, mo, d);
+				rc = util_parse_iso8601_ms(s, &ms);
+				if (tm.tm_mday != d) {          /* no such day: timegm rolled over */
+					if (rc != -EINVAL)
+						harness_fail(__FILE__, __LINE__, "\"%s\" accepted", s);
+				} else if (rc != 0 || ms != (int64_t)t * 1000 + 1) {
+					harness_fail(__FILE__, __LINE__, "\"%s\": rc %d ms %lld, timegm %lld",
+						     s, rc, (long long)ms, (long long)t);
+					return;
+				}
+			}
 }
 
 static void t_getenv_nonempty(void)
