@@ -8,7 +8,8 @@ For a change to the small-file path: alternates the two binaries ROUNDS times
 fresh mount with the page cache dropped, and reads it as bench.py's W2 cold
 pass does (walk, shuffle with a fixed seed, THREADS readers, default 8, sha256
 of every file checked against the manifest). Prints files/s and the daemon's
-CPU-seconds per 1,000 files, median (min-max), new/old. Timing only; not a test.
+CPU-seconds per 1,000 files, median (min-max), new/old; with STATS=1 also each
+round's non-zero `feedfs stats` fs counters. Timing only; not a test.
 """
 import json
 import os
@@ -50,6 +51,10 @@ def main():
                 c0 = ab.cpu_s(pid)
                 out = bench.w_epoch(mnt, man, threads, time.monotonic() + 600)
                 c = (ab.cpu_s(pid) - c0) / (len(man["files"]) / 1000)
+                if os.environ.get("STATS"):
+                    st = json.loads(subprocess.run([bins[b], "stats", "--json", mnt],
+                                                   capture_output=True, text=True).stdout)
+                    print("  %s fs: %s" % (b, {k: v for k, v in st.get("fs", {}).items() if v}))
                 ab.umount(mnt)
                 if out.get("error") or out.get("value") is None:
                     raise SystemExit("round %d %s: %r" % (r + 1, b, out))
