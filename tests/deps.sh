@@ -16,7 +16,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=/usr/bin/python3
 PKG_MODULES=(fuse3 libcurl openssl libxml-2.0 liburing)
 APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
-          libxml2-dev liburing-dev python3 python3-boto3 python3-pytest python3-prometheus-client
+          libxml2-dev liburing-dev python3 python3-boto3 python3-pytest python3-pytest-xdist python3-prometheus-client
           python3-torch python3-torchvision curl ca-certificates iproute2
           clang libclang-rt-14-dev valgrind
           python3-yaml python3-kubernetes systemd)
@@ -58,7 +58,7 @@ check_system() {
 	fi
 	command -v fusermount3 >/dev/null 2>&1 || { say "missing: fusermount3"; ok=1; }
 	if [ -x "$PY" ]; then
-		"$PY" -c 'import boto3, pytest, prometheus_client' 2>/dev/null || { say "missing: $PY modules boto3/pytest/prometheus_client"; ok=1; }
+		"$PY" -c 'import boto3, pytest, xdist, prometheus_client' 2>/dev/null || { say "missing: $PY modules boto3/pytest/xdist/prometheus_client"; ok=1; }
 		# the loader-order tests run a real DataLoader over torchvision's ImageFolder
 		"$PY" -c 'import torch, torchvision' 2>/dev/null || { say "missing: $PY modules torch/torchvision"; ok=1; }
 	else
