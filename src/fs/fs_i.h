@@ -37,6 +37,7 @@ struct iovec;
 void fs_pt_offered(int offered);                /* op_init: protocol 7.40+ */
 int fs_pt_init(struct fs *fs, int on);          /* after fs_set_keep; 0, -ENOMEM */
 void fs_pt_destroy(struct fs *fs);
+void fs_pt_stop(struct fs *fs);                 /* no eviction hook runs after it */
 int fs_pt_active(const struct fs *fs);
 int fs_pt_negotiated(void);
 /* The reply seam (dirops.c): patch the INIT reply (1 when patched), and an
@@ -68,6 +69,8 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t read_bytes;            /* bytes answered to FUSE reads */
 	uint64_t pt_opens;              /* opens answered with passthrough */
 	uint64_t pt_backing_opens;      /* backing files registered with the kernel */
+	uint64_t pt_backing_reuses;     /* opens that reused a kept backing id */
+	uint64_t pt_backing_closes;     /* backing ids closed */
 	uint64_t pt_refused;            /* backing files the kernel refused */
 	uint64_t pt_stale;              /* opens failed: passthrough on an older version */
 	uint64_t readdir_kept;          /* opendirs answered from the kernel's readdir cache */
