@@ -55,6 +55,8 @@ static const struct stats_field fs_fields[] = {
 	      "Passthrough opens that reused a backing id kept from an earlier open."),
 	ROW_C(pt_backing_closes, "fuse_passthrough_backing_closes_total", "",
 	      "Backing ids closed (bound of kept ids, new ETag, evicted promoted file)."),
+	ROW_C(uring_requests, "fuse_uring_requests_total", "",
+	      "FUSE requests that came over io_uring (--fuse-uring) instead of /dev/fuse."),
 	ROW_C(pt_refused, "fuse_passthrough_refused_total", "",
 	      "Backing files the kernel refused (the open was served the normal way)."),
 	ROW_C(pt_stale, "fuse_passthrough_stale_total", "",
