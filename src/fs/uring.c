@@ -68,6 +68,8 @@
 #define FS_URING_THREADS_MAX 64u    /* all queues together */
 #define FS_URING_PER_QUEUE_MAX 16u
 #define STOP_DATA 0x73746f70u        /* user_data of fs_uring_stop's message */
+/* aligned_alloc wants a multiple of the alignment (C11; ASan checks it). */
+#define HDR_ALLOC ((sizeof(struct fuse_uring_req_header) + 63) & ~(size_t)63)
 
 struct ent {
 	/* Set by the owner before the request goes to libfuse, cleared after
@@ -151,7 +153,7 @@ static int ring_refuse(void)
 
 	memset(&e, 0, sizeof(e));
 	e.qid = 0xffff;
-	e.hdr = aligned_alloc(64, sizeof(*e.hdr));
+	e.hdr = aligned_alloc(64, HDR_ALLOC);
 	e.payload = malloc(U.max_payload);
 	r = e.hdr && e.payload ? ring_init(&e.ring, 0) : -ENOMEM;
 	if (r == 0) {
@@ -412,7 +414,7 @@ static int ent_init(struct ent *e, uint16_t qid)
 	pthread_mutex_init(&e->m, NULL);
 	pthread_cond_init(&e->c, NULL);
 	e->qid = qid;
-	e->hdr = aligned_alloc(64, sizeof(*e->hdr));
+	e->hdr = aligned_alloc(64, HDR_ALLOC);
 	e->payload = malloc(U.max_payload);
 	e->req = malloc(sizeof(struct fuse_in_header) + FUSE_URING_OP_IN_SZ + U.max_payload);
 	if (!e->hdr || !e->payload || !e->req)
@@ -445,6 +447,32 @@ static int ring_init(struct io_uring *ring, int single)
 	return r;
 }
 
+/* The kernel's number of queues: one per possible CPU (num_possible_cpus(),
+ * requests go to the queue of task_cpu()), which may be more than the CPUs
+ * present. Every queue must get an entry or the ring never serves: the
+ * highest CPU number in /sys/devices/system/cpu/possible, plus one. */
+static unsigned possible_cpus(void)
+{
+	char buf[256];
+	ssize_t n;
+	const char *p;
+	int fd = open("/sys/devices/system/cpu/possible", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return (unsigned)get_nprocs_conf();
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return (unsigned)get_nprocs_conf();
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] < '0' || buf[n - 1] > '9'))
+		buf[--n] = '\0';
+	p = buf + n;
+	while (p > buf && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	return (unsigned)strtoul(p, NULL, 10) + 1;
+}
+
 /* Every thread started is joined; the entries freed. */
 static void join_all(void)
 {
@@ -457,7 +485,7 @@ static void join_all(void)
 int fs_uring_start(struct fs *fs, struct fuse_session *se)
 {
 	const char *why = NULL;
-	unsigned nq = (unsigned)get_nprocs_conf(), per_q;
+	unsigned nq = possible_cpus(), per_q, started = 0;
 	int param = fs_uring_param(), r = 0;
 
 	if (U.mode == FS_URING_OFF)
@@ -500,13 +528,14 @@ int fs_uring_start(struct fs *fs, struct fuse_session *se)
 	for (unsigned i = 0; i < U.n && r == 0; i++) {
 		r = -pthread_create(&U.ents[i].thread, NULL, ring_thread, &U.ents[i]);
 		U.ents[i].thread_ok = r == 0;
+		started += r == 0;
 	}
-	if (r < 0)
-		goto fail;
+	/* Every thread started says how its REGISTER went. */
 	pthread_mutex_lock(&U.m);
-	while (U.reported < U.n)
+	while (U.reported < started)
 		pthread_cond_wait(&U.c, &U.m);
-	r = U.err;
+	if (r == 0)
+		r = U.err;
 	pthread_mutex_unlock(&U.m);
 	if (r < 0)
 		goto fail;
