@@ -10,8 +10,9 @@ build/feedfs twice, both --no-keeper, no cache dir: "dev" as is, "uring"
 with --fuse-uring=on. ROUNDS (default 5) rounds, the two mounts in
 alternating order:
   stat   echo 3 > drop_caches, then os.walk + stat of every file of the 10k
-         tree (names and sizes are in the daemon's listing cache after the
-         first walk: each LOOKUP is a round trip to the daemon, no S3);
+         tree: OPENDIR, READDIRPLUS and whatever LOOKUP or GETATTR the kernel
+         still sends, all answered from the daemon's listing cache (filled by
+         the first walk), no S3;
   cold   the mount remounted, page cache dropped, the 1 GiB object read in
          1 MiB reads, CRC32 checked: MB/s and the daemon's CPU-seconds per
          GiB (user + system, /proc/PID/stat).
