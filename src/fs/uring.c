@@ -523,6 +523,9 @@ int fs_uring_start(struct fs *fs, struct fuse_session *se)
 	U.n = nq * per_q;
 	for (unsigned i = 0; i < U.n && r == 0; i++)
 		r = ent_init(&U.ents[i], (uint16_t)(i % nq));
+	/* Tests: a setup that fails after INIT asked for the ring. */
+	if (r == 0 && getenv("FEEDFS_URING_SETUP_FAIL"))
+		r = -ECANCELED;
 	U.reported = 0;
 	U.err = 0;
 	for (unsigned i = 0; i < U.n && r == 0; i++) {

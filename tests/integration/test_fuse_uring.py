@@ -18,6 +18,7 @@ import pytest
 
 from cachelib import MIB, drop_page_cache
 from conftest import content_for, feedfs_stats, sha256, unmount
+from mounter import s3rver_args, s3rver_env
 
 PARAM = "/sys/module/fuse/parameters/enable_uring"
 # A small tree: names, sizes from 0 bytes to 3 MiB (above the 1 MiB payload
@@ -131,6 +132,24 @@ def test_requests_come_over_the_ring(enable_uring, mount, ubucket):
     assert st["uring_requests"] - before >= 2 * len(OBJS), st
     with pytest.raises(OSError):
         open(m.p("a/new"), "wb")                            # EROFS comes back over the ring too
+    umount(m)
+
+
+def test_failed_setup_gives_the_connection_back_to_dev_fuse(enable_uring, mounter, s3server,
+                                                             ubucket):
+    """Once the INIT reply asked for the ring, the kernel holds every request
+    until each queue has an entry. A setup that fails then
+    ($FEEDFS_URING_SETUP_FAIL) must make the kernel drop the ring (one REGISTER
+    it refuses), or every request of the mount would hang."""
+    m = mounter.mount("s3://" + ubucket, s3rver_args(s3server.url) +
+                      ["--no-keeper", "--fuse-uring=on"],
+                      env=s3rver_env({"FEEDFS_URING_SETUP_FAIL": "1"}))
+    lines = ring_verdict(m)
+    assert len(lines) == 1 and "could not be set up" in lines[0], lines
+    assert not log_lines(m, "requests of this mount hang")
+    assert walk(m.path) == set(OBJS)
+    assert read_all(m, sorted(OBJS)) == want()
+    assert feedfs_stats(m)["fs"]["uring_requests"] == 0
     umount(m)
 
 
