@@ -100,6 +100,9 @@ static struct {
 	int fd;
 	unsigned n;
 	struct ent *ents;
+	/* What a replying thread may scan: U.n once the entries are ready
+	 * (release), 0 before and after (fs_uring_reply loads it first). */
+	atomic_uint live;
 	/* start-up: every thread says how its REGISTER went */
 	pthread_mutex_t m;
 	pthread_cond_t c;
@@ -358,12 +361,13 @@ static void *ring_thread(void *arg)
 int fs_uring_reply(const struct iovec *iov, int count)
 {
 	const struct fuse_out_header *oh = iov[0].iov_base;
+	unsigned n = atomic_load_explicit(&U.live, memory_order_acquire);
 	size_t body = 0, off = 0;
 	struct ent *e = NULL;
 
-	if (!U.ents || !oh->unique || iov[0].iov_len != sizeof(*oh))
+	if (!n || !oh->unique || iov[0].iov_len != sizeof(*oh))
 		return 0;
-	for (unsigned i = 0; i < U.n && !e; i++)
+	for (unsigned i = 0; i < n && !e; i++)
 		if (atomic_load(&U.ents[i].unique) == oh->unique)
 			e = &U.ents[i];
 	if (!e)
@@ -393,6 +397,7 @@ int fs_uring_reply(const struct iovec *iov, int count)
 
 static void free_ents(void)
 {
+	atomic_store(&U.live, 0);
 	for (unsigned i = 0; i < U.n; i++) {
 		struct ent *e = &U.ents[i];
 
@@ -528,6 +533,8 @@ int fs_uring_start(struct fs *fs, struct fuse_session *se)
 		r = -ECANCELED;
 	U.reported = 0;
 	U.err = 0;
+	if (r == 0)
+		atomic_store_explicit(&U.live, U.n, memory_order_release);
 	for (unsigned i = 0; i < U.n && r == 0; i++) {
 		r = -pthread_create(&U.ents[i].thread, NULL, ring_thread, &U.ents[i]);
 		U.ents[i].thread_ok = r == 0;
