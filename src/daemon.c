@@ -193,6 +193,7 @@ static void teardown(struct running *r)
 		unmount_taken_over(r);
 	else if (r->mounted)
 		fuse_session_unmount(r->se);
+	fs_uring_stop();                    /* the unmount ended every ring entry */
 	/* Warming fetches through the cache, the cache through s3: stop them in
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
@@ -700,6 +701,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
+	fs_uring_want(o->fuse_uring, r->keep != NULL);  /* before the seam: INIT asks */
 	(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
 		e = keep_send_fuse_fd(r->ke->chan_fd, fuse_session_fd(r->se));
@@ -736,6 +738,8 @@ static int run_loop(const struct options *o, struct running *r, char *msg, size_
 		return e;
 	}
 	set_bdi_readahead(o);
+	/* INIT is answered: the ring entries can be registered (fs/uring.c). */
+	(void)fs_uring_start(r->fs, r->se);
 	/* A Type=notify unit (systemd/feedfs@.service): ready once INIT is
 	 * answered; a successor says again that it serves. */
 	notify_ready();

@@ -89,6 +89,20 @@ static int set_passthrough(struct options *o, const char *arg, char *msg, size_t
 	return 0;
 }
 
+/* The values are fs.h's FS_URING_OFF, _AUTO, _ON. */
+static int set_fuse_uring(struct options *o, const char *arg, char *msg, size_t msg_len)
+{
+	if (strcmp(arg, "off") == 0)
+		o->fuse_uring = 0;
+	else if (strcmp(arg, "auto") == 0)
+		o->fuse_uring = 1;
+	else if (strcmp(arg, "on") == 0)
+		o->fuse_uring = 2;
+	else
+		return bad(msg, msg_len, "--fuse-uring: '%s' is not auto, on or off", arg);
+	return 0;
+}
+
 static int set_log_level(struct options *o, const char *arg, char *msg, size_t msg_len)
 {
 	int lvl = log_level_parse(arg);
@@ -277,6 +291,13 @@ static const struct opt_spec opt_specs[] = {
 		  "to plain files and their reads served by the kernel\n"
 		  "from them (FUSE passthrough); off: every read comes\n"
 		  "through the daemon" },
+	{ .name = "fuse-uring", .metavar = "auto|on|off", .kind = OPT_FN,
+	  .handler = set_fuse_uring,
+	  .help = "off (default): FUSE requests are read from /dev/fuse;\n"
+		  "auto/on: over io_uring where the kernel has it (6.14+,\n"
+		  "fuse module parameter enable_uring=Y) and the keeper\n"
+		  "is off (--no-keeper); on also warns when it cannot;\n"
+		  "either way /dev/fuse serves when it cannot" },
 	{ .name = "metrics-addr", .metavar = "HOST:PORT", .kind = OPT_FN,
 	  .handler = set_metrics_addr,
 	  .help = "serve Prometheus metrics at http://HOST:PORT/metrics\n"

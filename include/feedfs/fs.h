@@ -75,6 +75,18 @@ void fs_stop(struct fs *fs);
  * before, without either). */
 int fs_session_parallel_dirops(struct fuse_session *se, int passthrough);
 
+/* FUSE over io_uring (--fuse-uring; design in src/fs/uring.c).
+ * fs_uring_want: before fs_session_parallel_dirops (the INIT reply asks for
+ * it, never under the keeper: keeper != 0). fs_uring_start: after INIT was answered, before the loop; registers
+ * the ring entries and starts their threads; 1 when requests come over
+ * io_uring, 0 when they stay on /dev/fuse (off, keeper on, no kernel
+ * support, parameter N, refused: one log line). fs_uring_stop: after the
+ * unmount, before fuse_session_destroy; joins the threads. */
+enum { FS_URING_OFF = 0, FS_URING_AUTO = 1, FS_URING_ON = 2 };
+void fs_uring_want(int mode, int keeper);
+int fs_uring_start(struct fs *fs, struct fuse_session *se);
+void fs_uring_stop(void);
+
 /* FUSE passthrough of promoted objects (promote.h; design in
  * src/fs/passthrough.c). fs_set_promote: once, before the session starts (p
  * may be NULL: no cache dir of our own). fs_set_passthrough: after

@@ -51,7 +51,11 @@
 #define KEEP_CRASH_MAX 5
 #define KEEP_CRASH_WINDOW_S 60
 
-enum keep_kind { KEEP_FREE = 0, KEEP_FILE = 1, KEEP_DIR = 2 };
+/* KEEP_IDLE: no handle, a passthrough backing id kept registered for the
+ * next open of a node (fs/passthrough.c): ino, size, the promoted file's
+ * name in the etag field, and the id. A successor adopts it (or closes it),
+ * so an id never outlives the process that knew it. */
+enum keep_kind { KEEP_FREE = 0, KEEP_FILE = 1, KEEP_DIR = 2, KEEP_IDLE = 3 };
 
 struct keep;                            /* the shared region, as one server maps it */
 
@@ -115,6 +119,8 @@ int32_t keep_handle_backing(struct keep *k, uint64_t fh);
 typedef void (*keep_handle_fn)(void *arg, uint64_t fh, uint64_t ino, const char *etag,
 			       int32_t backing);
 void keep_handles_each(struct keep *k, keep_handle_fn fn, void *arg);
+/* The same over the slots of one kind (KEEP_IDLE: the kept backing ids). */
+void keep_slots_each(struct keep *k, enum keep_kind kind, keep_handle_fn fn, void *arg);
 
 /* Send the keeper the connection (first server, after mounting). */
 int keep_send_fuse_fd(int chan_fd, int fuse_fd);

@@ -65,6 +65,7 @@ struct options {
 	int cache_clear;
 	int no_bdi_readahead;
 	int passthrough_off;            /* --passthrough=off (promote.h, fs/passthrough.c) */
+	int fuse_uring;                 /* --fuse-uring: FS_URING_OFF/AUTO/ON (fs/uring.c) */
 	int no_keeper;              /* --no-keeper: no restart survival (keep.h) */
 	char *metrics_host;             /* owned; --metrics-addr's host: an IPv4 literal,
 					 * "localhost" or an IPv6 literal without its

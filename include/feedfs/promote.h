@@ -78,6 +78,21 @@ void promote_name(const char *bucket, const char *key, size_t key_len, const cha
 int promote_open(struct promote *p, const char *key, size_t key_len, const char *etag,
 		 uint64_t size);
 
+/* promote_name with p's bucket. */
+void promote_key_name(struct promote *p, const char *key, size_t key_len, const char *etag,
+		      char out[PROMOTE_NAME_LEN + 1]);
+
+/* 0 when the promoted file `name` exists with exactly size bytes (it then
+ * counts as just used, as by promote_open), -ENOENT otherwise. No I/O: for
+ * a caller that still holds the file open from an earlier promote_open. */
+int promote_touch(struct promote *p, const char *name, uint64_t size);
+
+/* Called, with no lock of p held, with the name of each file evicted to make
+ * room (from the promoter thread, after the promotion that needed the room).
+ * promote_set_evicted(p, NULL, NULL) returns once no call is in flight. */
+typedef void (*promote_evicted_fn)(void *arg, const char *name);
+void promote_set_evicted(struct promote *p, promote_evicted_fn fn, void *arg);
+
 /* Ask for (key, etag, size) to be promoted; cheap, never blocks on I/O. A
  * file that exists already, an empty object, one larger than max_bytes / 2,
  * or one queued already is ignored. */

@@ -11,6 +11,14 @@
  * chunk at its offset in a temporary file (".t-<name>"); only a complete,
  * fully checked object is renamed to its name and entered into the table,
  * evicting least recently opened files until it fits.
+ *
+ * An evicted file may still be held open by a passthrough backing id that
+ * the fs keeps for reuse (fs/passthrough.c): the eviction hook tells the fs
+ * the name, so that it drops the id and the disk space comes back. The names
+ * are collected under p->lock and reported by the promoter after it let go
+ * of it (the hook takes the fs's passthrough lock, which is taken before
+ * p->lock elsewhere); p->hook_lock keeps the hook from being unset while
+ * it runs.
  */
 #include "feedfs/promote.h"
 
@@ -78,6 +86,18 @@ struct promote {
 	pthread_t thread;
 
 	struct promote_counters st;     /* relaxed atomics */
+
+	/* Lock order: hook_lock, then (inside the hook) the fs's locks, then
+	 * p->lock. evicted_fn is written under both, read under either. */
+	pthread_mutex_t hook_lock;
+	promote_evicted_fn evicted_fn;
+	void *evicted_arg;
+	struct gone *gone;              /* evicted, not reported yet (p->lock) */
+};
+
+struct gone {
+	struct gone *next;
+	char name[PROMOTE_NAME_LEN + 1];
 };
 
 #define PCNT(p, f, v) __atomic_add_fetch(&(p)->st.f, (v), __ATOMIC_RELAXED)
@@ -149,6 +169,17 @@ static void evict(struct promote *p, struct pent *e)
 	lru_unlink(e);
 	p->files--;
 	p->bytes -= e->size;
+	if (p->evicted_fn) {
+		struct gone *g = malloc(sizeof(*g));
+
+		/* Out of memory: the fs keeps its id until its own bound drops
+		 * it; the bytes it reads are still the right ones. */
+		if (g) {
+			memcpy(g->name, e->name, sizeof(g->name));
+			g->next = p->gone;
+			p->gone = g;
+		}
+	}
 	if (unlinkat(p->dir_fd, e->name, 0) < 0 && errno != ENOENT)
 		log_warn(TAG, "cannot remove promoted file %s: %s", e->name, strerror(errno));
 	free(e);
@@ -363,6 +394,27 @@ static int build(struct promote *p, const struct wish *wi, char *buf)
 	return e;
 }
 
+/* Tells the hook of the files evicted since the last call; no p->lock. */
+static void report_gone(struct promote *p)
+{
+	struct gone *g;
+
+	pthread_mutex_lock(&p->hook_lock);
+	pthread_mutex_lock(&p->lock);
+	g = p->gone;
+	p->gone = NULL;
+	pthread_mutex_unlock(&p->lock);
+	while (g) {
+		struct gone *next = g->next;
+
+		if (p->evicted_fn)
+			p->evicted_fn(p->evicted_arg, g->name);
+		free(g);
+		g = next;
+	}
+	pthread_mutex_unlock(&p->hook_lock);
+}
+
 static void *promoter(void *arg)
 {
 	struct promote *p = arg;
@@ -393,6 +445,7 @@ static void *promoter(void *arg)
 		pthread_mutex_unlock(&p->lock);
 
 		e = build(p, wi, buf);
+		report_gone(p);
 		if (e == 0) {
 			PCNT(p, promotions, 1);
 			PCNT(p, promoted_bytes, wi->size);
@@ -450,6 +503,7 @@ int promote_new(const struct promote_config *cfg, struct promote **out)
 	p->cache = cfg->cache;
 	p->chunk = cfg->chunk ? cfg->chunk : CHUNK_DEFAULT;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->hook_lock, NULL);
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	p->lru.prev = p->lru.next = &p->lru;
@@ -489,12 +543,59 @@ void promote_destroy(struct promote *p)
 		lru_unlink(e);
 		free(e);
 	}
+	while (p->gone) {
+		struct gone *g = p->gone;
+
+		p->gone = g->next;
+		free(g);
+	}
+	pthread_mutex_destroy(&p->hook_lock);
 	pthread_cond_destroy(&p->idle);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
 	close(p->dir_fd);
 	free(p->bucket);
 	free(p);
+}
+
+void promote_key_name(struct promote *p, const char *key, size_t key_len, const char *etag,
+		      char out[PROMOTE_NAME_LEN + 1])
+{
+	promote_name(p->bucket, key, key_len, etag, out);
+}
+
+int promote_touch(struct promote *p, const char *name, uint64_t size)
+{
+	struct pent *e;
+	int r = -ENOENT;
+
+	pthread_mutex_lock(&p->lock);
+	e = find(p, name);
+	if (e && e->size == size) {
+		lru_unlink(e);
+		lru_push(p, e);
+		r = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+void promote_set_evicted(struct promote *p, promote_evicted_fn fn, void *arg)
+{
+	pthread_mutex_lock(&p->hook_lock);
+	pthread_mutex_lock(&p->lock);
+	p->evicted_fn = fn;
+	p->evicted_arg = arg;
+	if (!fn) {
+		while (p->gone) {
+			struct gone *g = p->gone;
+
+			p->gone = g->next;
+			free(g);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	pthread_mutex_unlock(&p->hook_lock);
 }
 
 int promote_open(struct promote *p, const char *key, size_t key_len, const char *etag,

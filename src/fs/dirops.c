@@ -23,6 +23,10 @@
  * that the open handler marked for passthrough (FOPEN_PASSTHROUGH and the
  * backing id). An own request loop on /dev/fuse would have done the same
  * with far more code to own; the seam is two hooks.
+ *
+ * And FUSE over io_uring (uring.c): the INIT reply asks for it, and every
+ * reply, once patched, goes to the ring entry that holds its request, or
+ * to /dev/fuse when none does (send()).
  */
 #include "fs_i.h"
 
@@ -54,6 +58,19 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	return read(fd, buf, len);
 }
 
+/* A reply, patched already: to its ring entry, else to /dev/fuse. */
+static ssize_t send_iov(int fd, const struct iovec *iov, int count)
+{
+	if (fs_uring_reply(iov, count)) {
+		ssize_t n = 0;
+
+		for (int i = 0; i < count; i++)
+			n += (ssize_t)iov[i].iov_len;
+		return n;
+	}
+	return writev(fd, iov, count);
+}
+
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct fuse_init_out out;
@@ -68,17 +85,17 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		mine[0] = iov[0];
 		mine[1].iov_base = &open_out;
 		mine[1].iov_len = sizeof(open_out);
-		return writev(fd, mine, 2);
+		return send_iov(fd, mine, 2);
 	}
 	if (atomic_load(&init_done) || count != 2 || iov[0].iov_len != sizeof(*oh) ||
 	    oh->error != 0 || iov[1].iov_len < offsetof(struct fuse_init_out, flags) +
 	    sizeof(out.flags) || iov[1].iov_len > sizeof(out))
-		return writev(fd, iov, count);
+		return send_iov(fd, iov, count);
 	atomic_store(&init_done, 1);
 	memset(&out, 0, sizeof(out));
 	memcpy(&out, iov[1].iov_base, iov[1].iov_len);
 	if (out.major != FUSE_KERNEL_VERSION)
-		return writev(fd, iov, count);
+		return send_iov(fd, iov, count);
 	if (dirops_wanted && atomic_load(&dirops_offered) && !(out.flags & FUSE_PARALLEL_DIROPS)) {
 		out.flags |= FUSE_PARALLEL_DIROPS;
 		changed = 1;
@@ -86,12 +103,13 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	}
 	_Static_assert(sizeof(out) == sizeof(struct fuse_pt_init_out), "7.38 and 7.40 sizes");
 	changed |= fs_pt_init_reply(&out, iov[1].iov_len);
+	changed |= fs_uring_init_reply(&out, iov[1].iov_len);
 	if (!changed)
-		return writev(fd, iov, count);
+		return send_iov(fd, iov, count);
 	mine[0] = iov[0];
 	mine[1].iov_base = &out;
 	mine[1].iov_len = iov[1].iov_len;
-	return writev(fd, mine, 2);
+	return send_iov(fd, mine, 2);
 }
 
 int fs_session_parallel_dirops(struct fuse_session *se, int passthrough)
@@ -101,7 +119,7 @@ int fs_session_parallel_dirops(struct fuse_session *se, int passthrough)
 	int fd = fuse_session_fd(se);
 
 	dirops_wanted = !(env && strcmp(env, "0") == 0);
-	if ((!dirops_wanted && !passthrough) || fd < 0)
+	if ((!dirops_wanted && !passthrough && !fs_uring_wanted()) || fd < 0)
 		return 0;
 	if (fuse_session_custom_io(se, &io, fd) != 0) {
 		log_warn(TAG, "cannot patch the INIT reply: lookups in one directory run one "

@@ -1118,6 +1118,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	fs_dirops_offered(!!(conn->capable & FUSE_CAP_PARALLEL_DIROPS));
 	/* Passthrough came with 7.40; libfuse 3.14's capable bits end at 32. */
 	fs_pt_offered(conn->proto_major == 7 && conn->proto_minor >= FUSE_PT_MINOR);
+	fs_uring_offered(conn->proto_major == 7 ? (int)conn->proto_minor : 0);
 	/* The kernel drops cached pages when a refreshed mtime/size differs. */
 	if (conn->capable & FUSE_CAP_AUTO_INVAL_DATA)
 		conn->want |= FUSE_CAP_AUTO_INVAL_DATA;

@@ -31,12 +31,24 @@ void fs_reap_start(struct fs *fs);
 /* dirops.c: op_init says whether the kernel offered parallel dirops. */
 void fs_dirops_offered(int offered);
 
+/* uring.c (its DESIGN block): FUSE requests over io_uring. The seam's
+ * hooks: fs_uring_init_reply patches the INIT reply (1 when patched);
+ * fs_uring_reply sends a reply to a request that came over the ring (1),
+ * 0 for one that goes to /dev/fuse. */
+struct iovec;
+int fs_uring_wanted(void);
+int fs_uring_param(void);                       /* enable_uring: 1 Y, 0 N, -1 absent */
+void fs_uring_offered(int proto_minor);         /* op_init */
+int fs_uring_init_reply(void *init_out, size_t len);
+int fs_uring_reply(const struct iovec *iov, int count);
+
 /* passthrough.c (its DESIGN block): FUSE passthrough of promoted objects. */
 struct fs;
 struct iovec;
 void fs_pt_offered(int offered);                /* op_init: protocol 7.40+ */
 int fs_pt_init(struct fs *fs, int on);          /* after fs_set_keep; 0, -ENOMEM */
 void fs_pt_destroy(struct fs *fs);
+void fs_pt_stop(struct fs *fs);                 /* no eviction hook runs after it */
 int fs_pt_active(const struct fs *fs);
 int fs_pt_negotiated(void);
 /* The reply seam (dirops.c): patch the INIT reply (1 when patched), and an
@@ -68,6 +80,9 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t read_bytes;            /* bytes answered to FUSE reads */
 	uint64_t pt_opens;              /* opens answered with passthrough */
 	uint64_t pt_backing_opens;      /* backing files registered with the kernel */
+	uint64_t pt_backing_reuses;     /* opens that reused a kept backing id */
+	uint64_t pt_backing_closes;     /* backing ids closed */
+	uint64_t uring_requests;        /* requests that came over io_uring (uring.c) */
 	uint64_t pt_refused;            /* backing files the kernel refused */
 	uint64_t pt_stale;              /* opens failed: passthrough on an older version */
 	uint64_t readdir_kept;          /* opendirs answered from the kernel's readdir cache */

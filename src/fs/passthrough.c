@@ -34,17 +34,42 @@
  *    looked at), so a promotion that lands while a file is open waits for
  *    the next open after the last close; an O_DIRECT open starts no
  *    passthrough (the backing file's alignment rules would apply);
- *  - the last passthrough handle's release closes the backing id (the
- *    kernel keeps the file for handles still using it).
+ *  - the last passthrough handle's release keeps the backing id, idle, for
+ *    the next open of the node (below); the kernel keeps the file for
+ *    handles still using it either way.
  * Our counts can only lag the kernel's (it drops its count before sending
  * RELEASE), which errs toward a normal open: never EIO.
  * Under a keeper each handle's backing id is in its slot (keep.h), and a
  * successor rebuilds the table from the slots before serving.
  *
- * Lock order: pt->lock, then the promote table's lock (a leaf, inside
- * promote_open); fs->lock is never taken under pt->lock. pt->lock is held
- * across one openat and one ioctl on first use of a node, so that two opens
- * of one node cannot register two backing files.
+ * Kept ids. Registering costs an openat, a FUSE_DEV_IOC_BACKING_OPEN and,
+ * at the last release, a BACKING_CLOSE: three syscalls of the daemon on
+ * every open of a small file, each epoch. So an idle id (no handle uses it)
+ * stays registered, on an LRU of at most PT_IDLE_MAX ids, with the promoted
+ * file's name and size. An open reuses it only when the name computed from
+ * the (key, ETag) this open just made current (the same HEAD/TTL rule), and
+ * the size, are the ones the id was registered for, and the promote table
+ * still lists that file (promote_touch, which also keeps it recent). The
+ * name is the cache's identity of (bucket, key, ETag) and a promoted file is
+ * only ever renamed into place complete, never written after: the id's file
+ * holds exactly the bytes of that version, as a fresh promote_open would.
+ * Any other open of the node closes the idle id first. Ids are closed when
+ * the LRU is over its bound (oldest first), when an open finds another
+ * ETag, when the promote table evicts the file (its hook, so that an
+ * unlinked file does not keep its disk space; a file in use is closed at
+ * its last release instead), and at unmount (the kernel drops every id of
+ * the connection). Under a keeper, ids belong to the connection and outlive
+ * a crashed server: each idle id has a keep slot of its own (KEEP_IDLE: the
+ * node, the size, the promoted name, the id), taken when it goes idle and
+ * freed when it leaves the LRU, so a successor adopts the idle ids as they
+ * were (fs_pt_init) instead of leaking them; with no free slot the id is
+ * closed. The slots come out of the KEEP_SLOTS handles: at most PT_IDLE_MAX.
+ *
+ * Lock order: promote's hook lock (the eviction hook), pt->lock, then the
+ * promote table's lock (a leaf, inside promote_open and promote_touch);
+ * fs->lock is never taken under pt->lock. pt->lock is held across one
+ * openat and one ioctl on first use of a node, so that two opens of one
+ * node cannot register two backing files.
  */
 #include "fs_i.h"
 
@@ -64,19 +89,27 @@
 
 #define TAG "fs"
 #define PT_BUCKETS 1024u
+#define PT_IDLE_MAX 8192u           /* idle backing ids kept ($FEEDFS_PT_IDLE_MAX) */
 
 struct pt_node {
 	struct pt_node *next;
 	uint64_t ino;
 	uint32_t normal;            /* handles open the normal way */
 	uint32_t passed;            /* handles open for passthrough */
-	int32_t backing;            /* > 0 while passed > 0 */
+	int32_t backing;            /* > 0 while passed > 0, or idle (on the LRU) */
+	int evicted;                /* the promoted file was evicted: no idle keeping */
+	uint64_t size;              /* of the backing file */
+	char name[PROMOTE_NAME_LEN + 1];    /* the promoted file the id holds */
 	char etag[FS_ETAG_MAX];     /* what the passthrough handles read */
+	struct pt_node *iprev, *inext;      /* the idle LRU (inext: older) */
+	uint64_t slot;              /* idle under a keeper: its KEEP_IDLE slot */
 };
 
 struct fs_pt {
-	pthread_mutex_t lock;       /* leaf, see DESIGN */
+	pthread_mutex_t lock;       /* see DESIGN */
 	struct pt_node *b[PT_BUCKETS];
+	struct pt_node idle;        /* LRU sentinel: idle.inext is the newest */
+	unsigned nidle, idle_max;   /* idle_max 0: ids are closed at last release */
 	atomic_int off;             /* the kernel refused: no new passthrough */
 };
 
@@ -167,14 +200,72 @@ static void node_put(struct fs_pt *pt, uint64_t ino)
 {
 	struct pt_node **pp = slot_of(pt, ino), *n = *pp;
 
-	if (n && !n->normal && !n->passed) {
+	if (n && !n->normal && !n->passed && n->backing <= 0) {
 		*pp = n->next;
 		free(n);
 	}
 }
 
-/* A backing id for the promoted file of (key, etag, size): > 0, 0 when
- * there is none or the kernel refused. pt->lock held. */
+static void idle_link(struct fs_pt *pt, struct pt_node *n)
+{
+	n->iprev = &pt->idle;
+	n->inext = pt->idle.inext;
+	pt->idle.inext->iprev = n;
+	pt->idle.inext = n;
+	pt->nidle++;
+}
+
+/* n's id goes idle: 0, or -ENFILE (no keep slot for it: close it). */
+static int idle_add(struct fs *fs, struct pt_node *n)
+{
+	if (fs->keep) {
+		int64_t slot = keep_handle_open(fs->keep, KEEP_IDLE, n->ino, n->size, n->name);
+
+		if (slot < 0)
+			return (int)slot;
+		keep_handle_set_backing(fs->keep, (uint64_t)slot, n->backing);
+		n->slot = (uint64_t)slot;
+	}
+	idle_link(fs->pt, n);
+	return 0;
+}
+
+static void idle_del(struct fs *fs, struct pt_node *n)
+{
+	struct fs_pt *pt = fs->pt;
+
+	n->iprev->inext = n->inext;
+	n->inext->iprev = n->iprev;
+	n->iprev = n->inext = NULL;
+	pt->nidle--;
+	if (n->slot) {
+		keep_handle_close(fs->keep, n->slot);
+		n->slot = 0;
+	}
+}
+
+/* Drop a registered id; pt->lock held, so that no open of the node can be
+ * handed the id between our decision and the kernel forgetting it. */
+static void backing_close(struct fs *fs, int32_t backing)
+{
+	uint32_t id = (uint32_t)backing;
+
+	FS_STAT_INC(fs, pt_backing_closes);
+	if (ioctl(fuse_session_fd(fs->se), FUSE_PT_DEV_IOC_BACKING_CLOSE, &id) < 0)
+		log_debug(TAG, "passthrough: closing backing id %u: %s", id, strerror(errno));
+}
+
+/* n's idle id closed and n freed when nothing else holds it; pt->lock. */
+static void idle_close(struct fs *fs, struct pt_node *n)
+{
+	idle_del(fs, n);
+	backing_close(fs, n->backing);
+	n->backing = 0;
+	node_put(fs->pt, n->ino);
+}
+
+/* A backing id for the promoted file `name` of (key, etag, size): > 0, 0
+ * when there is none or the kernel refused. pt->lock held. */
 static int32_t backing_open(struct fs *fs, const char *key, size_t klen, const char *etag,
 			    uint64_t size)
 {
@@ -235,14 +326,40 @@ int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const 
 	/* O_DIRECT would reach the backing file as O_DIRECT, with its alignment
 	 * rules (EINVAL for an unaligned buffer, which the normal path serves):
 	 * such an open starts no passthrough, though it must join one. */
-	if (!n->normal && !(flags & O_DIRECT) && fs_pt_active(fs) && etag[0] && size > 0)
-		id = backing_open(fs, key, klen, etag, size);
+	if (!n->normal && !(flags & O_DIRECT) && fs_pt_active(fs) && etag[0] && size > 0) {
+		char name[PROMOTE_NAME_LEN + 1];
+
+		promote_key_name(fs->promote, key, klen, etag, name);
+		if (n->backing > 0) {
+			/* An idle id (DESIGN, "Kept ids"): this very version, and
+			 * still a promoted file, or closed. */
+			if (n->size == size && strcmp(n->name, name) == 0 &&
+			    promote_touch(fs->promote, name, size) == 0) {
+				idle_del(fs, n);
+				id = n->backing;
+				FS_STAT_INC(fs, pt_backing_reuses);
+			} else {
+				idle_del(fs, n);
+				backing_close(fs, n->backing);
+				n->backing = 0;
+			}
+		}
+		if (id == 0) {
+			id = backing_open(fs, key, klen, etag, size);
+			if (id > 0)
+				FS_STAT_INC(fs, pt_backing_opens);
+		}
+		if (id > 0) {
+			memcpy(n->name, name, sizeof(n->name));
+			n->size = size;
+			n->evicted = 0;
+		}
+	}
 	if (id > 0) {
 		n->passed = 1;
 		n->backing = id;
 		snprintf(n->etag, sizeof(n->etag), "%s", etag);
 		FS_STAT_INC(fs, pt_opens);
-		FS_STAT_INC(fs, pt_backing_opens);
 	} else {
 		n->normal++;
 	}
@@ -262,21 +379,47 @@ void fs_pt_release(struct fs *fs, uint64_t ino, int32_t backing)
 	n = *slot_of(pt, ino);
 	if (n && backing > 0 && n->passed) {
 		if (--n->passed == 0) {
-			close_id = n->backing;
-			n->backing = 0;
+			if (pt->idle_max && !n->evicted && n->name[0] && fs_pt_active(fs) &&
+			    idle_add(fs, n) == 0) {
+				/* Kept for the next open. */
+			} else {
+				close_id = n->backing;
+				n->backing = 0;
+			}
 		}
 	} else if (n && backing <= 0 && n->normal) {
 		n->normal--;
 	}
 	node_put(pt, ino);
-	if (close_id > 0) {
-		uint32_t id = (uint32_t)close_id;
+	/* Over the bound (a successor may have adopted more than it keeps). */
+	while (pt->nidle > pt->idle_max)
+		idle_close(fs, pt->idle.iprev);
+	if (close_id > 0)
+		backing_close(fs, close_id);
+	pthread_mutex_unlock(&pt->lock);
+}
 
-		/* Under the lock: a new open of this node must not get the id
-		 * between our decision and the kernel forgetting it. */
-		if (ioctl(fuse_session_fd(fs->se), FUSE_PT_DEV_IOC_BACKING_CLOSE, &id) < 0)
-			log_debug(TAG, "passthrough: closing backing id %u: %s", id,
-				  strerror(errno));
+/* The promote table's hook: the file `name` was evicted. An idle id on it is
+ * closed now (the disk space comes back); one in use is closed at its last
+ * release. Promoter thread, no lock held by the caller but the hook lock. */
+static void pt_evicted(void *arg, const char *name)
+{
+	struct fs *fs = arg;
+	struct fs_pt *pt = fs->pt;
+
+	pthread_mutex_lock(&pt->lock);
+	for (unsigned i = 0; i < PT_BUCKETS; i++) {
+		struct pt_node *n = pt->b[i], *next;
+
+		for (; n; n = next) {
+			next = n->next;
+			if (n->backing <= 0 || strcmp(n->name, name) != 0)
+				continue;
+			if (n->passed)
+				n->evicted = 1;
+			else
+				idle_close(fs, n);      /* may free n; next is kept */
+		}
 	}
 	pthread_mutex_unlock(&pt->lock);
 }
@@ -299,6 +442,37 @@ static void adopt_handle(void *arg, uint64_t fh, uint64_t ino, const char *etag,
 	}
 }
 
+/* A successor: an idle id its predecessor kept (slot fh), adopted as idle.
+ * One that a handle of the node holds already is the same id (the server
+ * died between taking the idle slot and freeing the handle's): its slot
+ * goes. pt->lock held. */
+static void adopt_idle(void *arg, uint64_t fh, uint64_t ino, const char *name, int32_t backing)
+{
+	struct fs *fs = arg;
+	struct pt_node *n;
+	uint64_t sino, size;
+
+	if (backing <= 0 || strlen(name) != PROMOTE_NAME_LEN ||
+	    keep_handle_get(fs->keep, fh, KEEP_IDLE, &sino, &size, NULL) < 0 ||
+	    !(n = node_get(fs->pt, ino))) {
+		keep_handle_close(fs->keep, fh);
+		return;
+	}
+	if (n->passed || n->backing > 0) {
+		if (n->backing != backing)
+			log_warn(TAG, "passthrough: node %llu had two backing ids (%d, %d); "
+				 "%d stays registered until unmount", (unsigned long long)ino,
+				 n->backing, backing, backing);
+		keep_handle_close(fs->keep, fh);
+		return;
+	}
+	n->backing = backing;
+	n->size = size;
+	memcpy(n->name, name, sizeof(n->name));
+	n->slot = fh;
+	idle_link(fs->pt, n);
+}
+
 int fs_pt_init(struct fs *fs, int on)
 {
 	atomic_store(&pt_wanted, on);
@@ -308,19 +482,42 @@ int fs_pt_init(struct fs *fs, int on)
 	if (!fs->pt)
 		return -ENOMEM;
 	pthread_mutex_init(&fs->pt->lock, NULL);
+	fs->pt->idle.iprev = fs->pt->idle.inext = &fs->pt->idle;
+	if (fs->promote) {
+		const char *env = getenv("FEEDFS_PT_IDLE_MAX");
+
+		fs->pt->idle_max = env ? (unsigned)strtoul(env, NULL, 10) : PT_IDLE_MAX;
+		if (fs->pt->idle_max > PT_IDLE_MAX)
+			fs->pt->idle_max = PT_IDLE_MAX;
+	}
 	if (fs->keep) {
-		/* A successor: the handles its predecessors left open. */
+		/* A successor: the handles its predecessors left open, then the
+		 * ids they kept idle (adopted even when this one keeps none:
+		 * its first release over the bound closes them). */
 		pthread_mutex_lock(&fs->pt->lock);
 		keep_handles_each(fs->keep, adopt_handle, fs);
+		keep_slots_each(fs->keep, KEEP_IDLE, adopt_idle, fs);
 		pthread_mutex_unlock(&fs->pt->lock);
 	}
+	if (fs->pt->idle_max)
+		promote_set_evicted(fs->promote, pt_evicted, fs);
 	return 0;
+}
+
+void fs_pt_stop(struct fs *fs)
+{
+	/* No hook call in flight after this, none later: the hook uses the
+	 * session's fd, which goes next. The ids need no closing: the kernel
+	 * drops them with the connection. */
+	if (fs->pt && fs->pt->idle_max && fs->promote)
+		promote_set_evicted(fs->promote, NULL, NULL);
 }
 
 void fs_pt_destroy(struct fs *fs)
 {
 	if (!fs->pt)
 		return;
+	fs_pt_stop(fs);
 	for (unsigned i = 0; i < PT_BUCKETS; i++) {
 		while (fs->pt->b[i]) {
 			struct pt_node *n = fs->pt->b[i];

@@ -201,4 +201,5 @@ void fs_stop(struct fs *fs)
 	if (running)
 		pthread_join(fs->reap_thread, NULL);
 	fs_list_ahead_stop(fs);
+	fs_pt_stop(fs);                     /* before the session's fd goes */
 }

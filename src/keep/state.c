@@ -377,13 +377,18 @@ int32_t keep_handle_backing(struct keep *k, uint64_t fh)
 
 void keep_handles_each(struct keep *k, keep_handle_fn fn, void *arg)
 {
+	keep_slots_each(k, KEEP_FILE, fn, arg);
+}
+
+void keep_slots_each(struct keep *k, enum keep_kind kind, keep_handle_fn fn, void *arg)
+{
 	uint32_t hwm = __atomic_load_n(&k->hdr->slots_hwm, __ATOMIC_ACQUIRE);
 
 	/* Not past the mark: reading a slot page never written would allocate it. */
 	for (uint32_t i = 0; i < hwm && i < KEEP_SLOTS; i++) {
 		const struct keep_slot *s = &k->slots[i];
 
-		if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) != KEEP_FILE)
+		if (__atomic_load_n(&s->kind, __ATOMIC_ACQUIRE) != (uint32_t)kind)
 			continue;
 		fn(arg, (uint64_t)i + 1, s->ino, s->etag,
 		   __atomic_load_n(&s->backing, __ATOMIC_ACQUIRE));

@@ -18,6 +18,7 @@ import pytest
 
 from cachelib import MIB, drop_page_cache
 from conftest import content_for, feedfs_stats, sha256, unmount
+from mounter import s3rver_args, s3rver_env
 
 # Small files matter most (datasets of 4-160 KiB images), plus a few blocks.
 OBJS = {"img/%03d.jpg" % i: 4096 + i * 9973 for i in range(16)}
@@ -103,6 +104,120 @@ def test_second_epoch_makes_no_reads(mount, pbucket, tmp_path):
     with open(m.p("img/000.jpg"), "rb") as a, open(m.p("img/000.jpg"), "rb") as b:
         assert a.read() == b.read() == content_for("img/000.jpg", OBJS["img/000.jpg"])
     assert stats(m)["fs"]["reads"] == before["fs"]["reads"]
+    umount(m)
+
+
+def delta(before, after, *names):
+    return tuple(after["fs"][n] - before["fs"][n] for n in names)
+
+
+KEPT = ("pt_opens", "pt_backing_opens", "pt_backing_reuses", "pt_backing_closes", "reads")
+
+
+@pytest.mark.san
+def test_backing_ids_are_kept_for_the_next_epoch(mount, pbucket, tmp_path):
+    """The last release keeps a node's backing id; the next open of the same
+    version reuses it (no openat, no ioctl), with the same bytes."""
+    m = mount(pbucket, "", "--cache-dir", str(tmp_path / "cache"), *OPTS)
+    passthrough_or_skip(m)
+    keys, n = sorted(OBJS), len(OBJS)
+    assert read_keys(m, keys) == want(keys)                  # epoch 1: cold
+    wait_promoted(m, n)
+    drop_page_cache()
+    s1 = stats(m)
+    assert read_keys(m, keys) == want(keys)                  # epoch 2: registers
+    s2 = stats(m)
+    assert delta(s1, s2, *KEPT) == (n, n, 0, 0, 0)
+    drop_page_cache()
+    assert read_keys(m, keys[::-1]) == want(keys)            # epoch 3: reuses
+    s3 = stats(m)
+    assert delta(s2, s3, *KEPT) == (n, 0, n, 0, 0)
+    umount(m)
+
+
+def test_kept_backing_ids_are_bounded(mounter, s3server, pbucket, tmp_path):
+    """$FEEDFS_PT_IDLE_MAX=2: never more than two idle ids, oldest closed."""
+    m = mounter.mount("s3://" + pbucket, s3rver_args(s3server.url) +
+                      ["--cache-dir", str(tmp_path / "cache")] + OPTS,
+                      env=s3rver_env({"FEEDFS_PT_IDLE_MAX": "2"}))
+    passthrough_or_skip(m)
+    keys = sorted(OBJS)[:5]
+    assert read_keys(m, keys) == want(keys)
+    reads = wait_promoted(m, len(keys))["fs"]["reads"]
+    for order in (keys, keys[::-1], keys):
+        drop_page_cache()
+        assert read_keys(m, order) == want(keys)
+        st = stats(m)["fs"]
+        assert st["pt_backing_opens"] - st["pt_backing_closes"] == 2, st
+        assert st["reads"] == reads
+    assert st["pt_backing_reuses"] > 0                       # the reversed epoch's first two
+    umount(m)
+
+
+@pytest.mark.san
+def test_kept_backing_id_is_dropped_for_a_new_version(mount, s3, pbucket, tmp_path):
+    m = mount(pbucket, "", "--cache-dir", str(tmp_path / "cache"), *OPTS,
+              "--metadata-ttl", "1")
+    passthrough_or_skip(m)
+    k = "img/003.jpg"
+    assert read_keys(m, [k]) == want([k])
+    wait_promoted(m, 1)
+    assert read_keys(m, [k]) == want([k])                    # registered, then kept idle
+    s1 = stats(m)
+    assert delta(s1, s1, *KEPT) == (0, 0, 0, 0, 0)
+    assert (s1["fs"]["pt_backing_opens"], s1["fs"]["pt_backing_closes"]) == (1, 0)
+    new = content_for(k + " v2", OBJS[k])                    # same size, new bytes
+    s3.put_object(Bucket=pbucket, Key=k, Body=new)
+    time.sleep(2.5)                                          # outlive --metadata-ttl
+    drop_page_cache()
+    with open(m.p(k), "rb") as f:                            # the kept id is not reused
+        assert f.read() == new
+    s2 = stats(m)
+    assert delta(s1, s2, "pt_opens", "pt_backing_reuses", "pt_backing_closes") == (0, 0, 1)
+    wait_promoted(m, 2)                                      # v2 promoted at that release
+    drop_page_cache()
+    with open(m.p(k), "rb") as f:
+        assert f.read() == new
+    s3_ = stats(m)
+    assert delta(s2, s3_, "pt_opens", "pt_backing_opens", "pt_backing_reuses") == (1, 1, 0)
+    umount(m)
+
+
+def test_kept_backing_id_is_closed_when_its_file_is_evicted(mount, s3, pbucket, tmp_path):
+    """--cache-size 8M: promoted files within 2 MiB. A fourth 600 KiB file
+    evicts the least recently opened one, whose idle id is then closed (its
+    disk space comes back); an open of it reads the normal way."""
+    cdir = str(tmp_path / "cache")
+    size = 600 * 1024
+    ev = ["ev/%d.bin" % i for i in range(4)]
+    for k in ev:
+        s3.put_object(Bucket=pbucket, Key=k, Body=content_for(k, size))
+    m = mount(pbucket, "", "--cache-dir", cdir, "--block-size", "1M", "--cache-size", "8M",
+              "--hedge-budget", "0")
+    passthrough_or_skip(m)
+
+    def check(keys):
+        for k in keys:
+            with open(m.p(k), "rb") as f:
+                assert f.read() == content_for(k, size), k
+
+    check(ev[:3])
+    wait_promoted(m, 3)
+    check(ev[:3])                                            # three ids, kept idle
+    s1 = stats(m)
+    assert (s1["fs"]["pt_backing_opens"], s1["fs"]["pt_backing_closes"]) == (3, 0)
+    check(ev[3:])
+    wait_promoted(m, 4)
+    s2 = stats(m)
+    assert s2["promote"]["evictions"] == 1 and s2["promote"]["files"] == 3
+    assert s2["fs"]["pt_backing_closes"] == 1                # ev/0's id: evicted, idle
+    assert not os.path.exists(os.path.join(cdir, "promoted", ".t-x"))
+    drop_page_cache()
+    check(ev[1:3])
+    s3_ = stats(m)
+    assert delta(s2, s3_, "pt_backing_reuses", "reads") == (2, 0)
+    check(ev[:1])                                            # the normal way (its release
+    assert stats(m)["fs"]["reads"] > s3_["fs"]["reads"]      # asks for it again: last)
     umount(m)
 
 
@@ -270,4 +385,37 @@ def test_o_direct_open_starts_no_passthrough(mount, pbucket, tmp_path):
     with open(m.p(k), "rb") as f:                        # the next plain open passes through
         assert f.read() == content_for(k, OBJS[k])
     assert stats(m)["fs"]["pt_opens"] == before["pt_opens"] + 1
+    umount(m)
+
+
+def test_kept_backing_ids_survive_a_takeover(mount, pbucket, tmp_path):
+    """An idle backing id is in a keep slot (KEEP_IDLE): a successor adopts
+    the ids its predecessor kept. After a crash the successor empties the
+    promoted dir (promote.h: a file's data may not have reached the disk), so
+    no adopted id may be reused: each one is closed at the next open of its
+    node, which reads the normal way; without adoption they would leak."""
+    import signal
+    from test_keep import serving_pid, wait_takeover
+
+    m = mount(pbucket, "", "--cache-dir", str(tmp_path / "cache"), *OPTS)
+    passthrough_or_skip(m)
+    keys, n = sorted(OBJS), len(OBJS)
+    assert read_keys(m, keys) == want(keys)
+    wait_promoted(m, n)
+    assert read_keys(m, keys) == want(keys)                  # n ids, then idle
+    st = stats(m)["fs"]
+    assert (st["pt_backing_opens"], st["pt_backing_closes"]) == (n, 0)
+    time.sleep(0.5)                                          # RELEASE is asynchronous
+    os.kill(serving_pid(m), signal.SIGKILL)
+    wait_takeover(m, 1)
+    drop_page_cache()
+    assert read_keys(m, keys) == want(keys)
+    st = stats(m)["fs"]                                      # the successor's counters
+    assert (st["pt_opens"], st["pt_backing_reuses"], st["pt_backing_closes"]) == (0, 0, n), st
+    assert st["reads"] > 0
+    wait_promoted(m, n)                                      # promoted again, then passed
+    drop_page_cache()                                        # through on new ids
+    assert read_keys(m, keys) == want(keys)
+    st = stats(m)["fs"]
+    assert (st["pt_opens"], st["pt_backing_opens"], st["pt_backing_closes"]) == (n, n, n), st
     umount(m)

@@ -449,6 +449,56 @@ static void t_least_recently_opened_goes_first(void)
 	rig_close(&r);
 }
 
+struct heard {
+	int calls;
+	char name[PROMOTE_NAME_LEN + 1];
+};
+
+static void hear_eviction(void *arg, const char *name)
+{
+	struct heard *h = arg;
+
+	h->calls++;
+	memcpy(h->name, name, sizeof(h->name));
+}
+
+/* What passthrough.c's kept backing ids rely on: promote_touch sees exactly
+ * the files promote_open would open (and keeps them recent, without I/O),
+ * and the eviction hook names every file removed to make room. */
+static void t_touch_and_the_eviction_hook(void)
+{
+	struct heard h = { 0 };
+	struct rig r;
+	const uint64_t size = 2 * TBS;
+	const char *keys[] = { "a", "b", "c", "d" };
+	char na[PROMOTE_NAME_LEN + 1], nb[PROMOTE_NAME_LEN + 1];
+
+	rig_open(&r, 6 * TBS + 1);                           /* room for three */
+	for (int i = 0; i < 4; i++) {
+		fake_fetch_add(&r.fk, keys[i], size, "e");
+		read_whole(&r, keys[i], "e", size);
+	}
+	for (int i = 0; i < 3; i++) {
+		promote_want(r.p, keys[i], 1, "e", size);
+		promote_drain(r.p);
+	}
+	promote_set_evicted(r.p, hear_eviction, &h);
+	promote_key_name(r.p, "a", 1, "e", na);
+	promote_key_name(r.p, "b", 1, "e", nb);
+	CHECK_EQ_INT(promote_touch(r.p, na, size), 0);      /* a is used: b is the oldest */
+	CHECK_EQ_INT(promote_touch(r.p, na, size + 1), -ENOENT);
+	promote_key_name(r.p, "a", 1, "other-etag", na);
+	CHECK_EQ_INT(promote_touch(r.p, na, size), -ENOENT);
+	promote_want(r.p, "d", 1, "e", size);
+	promote_drain(r.p);
+	CHECK_EQ_INT(h.calls, 1);
+	CHECK(strcmp(h.name, nb) == 0);
+	CHECK_EQ_INT(promote_touch(r.p, nb, size), -ENOENT);
+	CHECK(!file_is_object(r.p, "b", "e", size));
+	promote_set_evicted(r.p, NULL, NULL);
+	rig_close(&r);
+}
+
 static const struct test tests[] = {
 	TEST(t_names),
 	TEST(t_scan_keeps_ours_and_drops_temporaries),
@@ -457,6 +507,7 @@ static const struct test tests[] = {
 	TEST(t_fetch_cached_takes_blocks_held_as_pieces),
 	TEST(t_promotes_only_whole_objects_and_never_fetches),
 	TEST(t_least_recently_opened_goes_first),
+	TEST(t_touch_and_the_eviction_hook),
 	{ 0 }
 };
 
