@@ -291,7 +291,7 @@ void fs_subtree_from_page(struct fs *fs, const char *path, size_t path_len,
  * it off. fs->lock held for _locked.
  * Four LISTs in flight, sixteen directories ahead: with two and four, a
  * 1M-key walk left the store idle a quarter of the time (both threads
- * parsing while no LIST was out); with four, a tenth. On a store whose LIST
+ * parsing while no LIST was out); with four, a sixth. On a store whose LIST
  * takes 50-100 ms the depth matters more.
  */
 #define FS_AHEAD_DIRS 16

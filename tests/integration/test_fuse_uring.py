@@ -11,13 +11,12 @@ keeper on) it falls back to /dev/fuse with one log line. No timing asserted.
 
 import os
 import random
-import threading
 import time
 
 import pytest
 
 from cachelib import MIB, drop_page_cache
-from conftest import content_for, feedfs_stats, sha256, unmount
+from conftest import content_for, feedfs_stats, read_in_threads, unmount
 from mounter import s3rver_args, s3rver_env
 
 PARAM = "/sys/module/fuse/parameters/enable_uring"
@@ -57,10 +56,6 @@ def ubucket(s3, new_bucket):
     return b
 
 
-def want():
-    return {k: sha256(content_for(k, n)) for k, n in OBJS.items()}
-
-
 def walk(root):
     out = set()
     for d, _, files in os.walk(root):
@@ -69,26 +64,9 @@ def walk(root):
     return out
 
 
-def read_all(m, keys, threads=8):
-    got, lock = {}, threading.Lock()
-    it = iter(keys)
-
-    def worker():
-        while True:
-            with lock:
-                k = next(it, None)
-            if k is None:
-                return
-            with open(m.p(k), "rb") as f:
-                h = sha256(f.read())
-            with lock:
-                got[k] = h
-    ts = [threading.Thread(target=worker) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(120)
-    return got
+def read_ok(m, keys):
+    """Every key read whole by 8 threads (conftest.read_in_threads), bytes right."""
+    return read_in_threads(m, keys, lambda k: content_for(k, OBJS[k]), threads=8) == []
 
 
 def log_lines(m, needle):
@@ -121,7 +99,7 @@ def test_requests_come_over_the_ring(enable_uring, mount, ubucket):
         assert os.stat(m.p(k)).st_size == n
     keys = sorted(OBJS)
     random.Random(7).shuffle(keys)
-    assert read_all(m, keys) == want()                      # OPEN, READ, RELEASE; 8 at once
+    assert read_ok(m, keys)                                 # OPEN, READ, RELEASE; 8 at once
     drop_page_cache()
     with open(m.p("big.bin"), "rb") as f:                   # reads at offsets, past the end
         src = content_for("big.bin", OBJS["big.bin"])
@@ -148,7 +126,7 @@ def test_failed_setup_gives_the_connection_back_to_dev_fuse(enable_uring, mounte
     assert len(lines) == 1 and "could not be set up" in lines[0], lines
     assert not log_lines(m, "requests of this mount hang")
     assert walk(m.path) == set(OBJS)
-    assert read_all(m, sorted(OBJS)) == want()
+    assert read_ok(m, sorted(OBJS))
     assert feedfs_stats(m)["fs"]["uring_requests"] == 0
     umount(m)
 
@@ -157,7 +135,7 @@ def test_parameter_off_falls_back_to_dev_fuse(enable_uring, mount, ubucket):
     enable_uring("N")
     m = mount(ubucket, "", "--no-keeper", "--fuse-uring=on")
     assert len(ring_verdict(m)) == 1 and log_lines(m, "fuse-uring: off")
-    assert read_all(m, sorted(OBJS)) == want()
+    assert read_ok(m, sorted(OBJS))
     assert feedfs_stats(m)["fs"]["uring_requests"] == 0
     umount(m)
 
@@ -165,7 +143,7 @@ def test_parameter_off_falls_back_to_dev_fuse(enable_uring, mount, ubucket):
 def test_keeper_falls_back_to_dev_fuse(enable_uring, mount, ubucket):
     m = mount(ubucket, "", "--fuse-uring=auto")                # the keeper is on by default
     assert len(ring_verdict(m)) == 1 and log_lines(m, "fuse-uring: off: the keeper")
-    assert read_all(m, sorted(OBJS)) == want()
+    assert read_ok(m, sorted(OBJS))
     assert feedfs_stats(m)["fs"]["uring_requests"] == 0
     umount(m)
 
