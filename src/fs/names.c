@@ -189,11 +189,11 @@ int fs_etag_md5(const char *s, uint8_t out[16])
 		return 0;
 	/* Lowercase only: what comes back out must be the same text. */
 	for (int i = 0; i < 16; i++) {
-		uint8_t hi = hex_lower1[(unsigned char)s[1 + 2 * i]];
-		uint8_t lo = hex_lower1[(unsigned char)s[2 + 2 * i]];
+		unsigned hi = hex_lower1[(unsigned char)s[1 + 2 * i]];
+		unsigned lo = hex_lower1[(unsigned char)s[2 + 2 * i]];
 
 		ok &= (hi != 0) & (lo != 0);
-		out[i] = (uint8_t)((hi - 1) << 4 | ((lo - 1) & 15));
+		out[i] = (uint8_t)(((hi - 1) & 15) << 4 | ((lo - 1) & 15));
 	}
 	return ok;
 }

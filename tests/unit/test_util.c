@@ -185,7 +185,7 @@ static void t_iso8601(void)
 			for (int d = 1; d <= 31; d++) {
 				struct tm tm = { .tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
 						 .tm_hour = 23, .tm_min = 59, .tm_sec = 58 };
-				char s[40];
+				char s[96];   /* room for any int: -Wformat-truncation */
 				time_t t = timegm(&tm);
 				int rc;
 
