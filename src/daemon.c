@@ -185,6 +185,14 @@ static void unmount_taken_over(struct running *r)
 	log_warn(TAG, "cannot unmount %s: %s", mnt, strerror(errno));
 }
 
+/* The connection is gone (fs_session_on_end): requests of ours waiting on
+ * the store are answered to no one; end them instead of their retries. */
+static void session_ended(void *s3)
+{
+	log_info(TAG, "the mount is gone: requests still out to the store are ended");
+	s3_client_quiesce(s3);
+}
+
 static void teardown(struct running *r)
 {
 	if (r->handlers)
@@ -194,6 +202,11 @@ static void teardown(struct running *r)
 	else if (r->mounted)
 		fuse_session_unmount(r->se);
 	fs_uring_stop();                    /* the unmount ended every ring entry */
+	/* Nothing asks the store for anything any more: end what is still out
+	 * (readahead GETs backing off against a store that went away would
+	 * otherwise keep the process up for their last retry, a minute). */
+	if (r->mounted)
+		s3_client_quiesce(r->s3);
 	/* Warming fetches through the cache, the cache through s3: stop them in
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
@@ -690,6 +703,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 			return -EIO;
 		}
 		r->mounted = 2;
+		fs_session_on_end(session_ended, r->s3);
 		(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
@@ -701,6 +715,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
+	fs_session_on_end(session_ended, r->s3);
 	fs_uring_want(o->fuse_uring, r->keep != NULL);  /* before the seam: INIT asks */
 	(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {

@@ -74,6 +74,10 @@ void fs_stop(struct fs *fs);
  * no passthrough), -errno when libfuse refused (the mount still works, as
  * before, without either). */
 int fs_session_parallel_dirops(struct fuse_session *se, int passthrough);
+/* fn(arg) runs once, in the loop thread that sees the connection end
+ * (unmount, abort: ENODEV on /dev/fuse), before the loop joins its workers.
+ * Set once, before the loop. */
+void fs_session_on_end(void (*fn)(void *), void *arg);
 
 /* FUSE over io_uring (--fuse-uring; design in src/fs/uring.c).
  * fs_uring_want: before fs_session_parallel_dirops (the INIT reply asks for

@@ -119,6 +119,10 @@ int s3_client_new(const struct s3_config *cfg, struct s3_client **out);
 /* Signing region and endpoint in use (after any discovery by s3_check_access). */
 const char *s3_client_region(const struct s3_client *c);
 const char *s3_client_endpoint(const struct s3_client *c);
+/* No more requests: everything waiting, backing off or in flight ends now
+ * with -ECANCELED, new ones fail -ESHUTDOWN. For the teardown once the
+ * session is over, so that an unmount does not wait out retries. */
+void s3_client_quiesce(struct s3_client *c);
 void s3_client_destroy(struct s3_client *c);
 void s3_client_stats(struct s3_client *c, struct s3_stats *out);
 

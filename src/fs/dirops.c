@@ -52,10 +52,32 @@ void fs_dirops_offered(int offered)
 	atomic_store(&dirops_offered, offered);
 }
 
+static void (*end_fn)(void *);        /* fs_session_on_end; set before the loop */
+static void *end_arg;
+static atomic_int ended;
+
+void fs_session_on_end(void (*fn)(void *), void *arg)
+{
+	end_fn = fn;
+	end_arg = arg;
+}
+
+/* ENODEV: the connection is gone (unmounted or aborted), no reply reaches
+ * anyone any more. The loop now joins its workers, and a worker waiting for
+ * a GET that backs off against a store that went away would hold it up for
+ * the GET's last retry: end_fn ends such waits at once. */
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
+	ssize_t n = read(fd, buf, len);
+
 	(void)userdata;
-	return read(fd, buf, len);
+	if (n < 0 && errno == ENODEV && end_fn && !atomic_exchange(&ended, 1)) {
+		int e = errno;
+
+		end_fn(end_arg);
+		errno = e;
+	}
+	return n;
 }
 
 /* A reply, patched already: to its ring entry, else to /dev/fuse. */
@@ -119,7 +141,8 @@ int fs_session_parallel_dirops(struct fuse_session *se, int passthrough)
 	int fd = fuse_session_fd(se);
 
 	dirops_wanted = !(env && strcmp(env, "0") == 0);
-	if ((!dirops_wanted && !passthrough && !fs_uring_wanted()) || fd < 0)
+	(void)passthrough;                  /* the seam also sees the session end */
+	if (fd < 0)
 		return 0;
 	if (fuse_session_custom_io(se, &io, fd) != 0) {
 		log_warn(TAG, "cannot patch the INIT reply: lookups in one directory run one "

@@ -231,6 +231,12 @@ const char *s3_client_endpoint(const struct s3_client *c)
 	return c->endpoint_shown;
 }
 
+void s3_client_quiesce(struct s3_client *c)
+{
+	if (c)
+		s3_http_quiesce(c->http);
+}
+
 void s3_client_destroy(struct s3_client *c)
 {
 	if (!c)

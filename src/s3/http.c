@@ -616,14 +616,19 @@ fail:
 	return ret;
 }
 
-void s3_http_destroy(struct s3_http *h)
+void s3_http_quiesce(struct s3_http *h)
 {
-	if (!h)
-		return;
 	pthread_mutex_lock(&h->lock);
 	h->stopping = 1;
 	pthread_mutex_unlock(&h->lock);
 	curl_multi_wakeup(h->multi);
+}
+
+void s3_http_destroy(struct s3_http *h)
+{
+	if (!h)
+		return;
+	s3_http_quiesce(h);
 	pthread_join(h->thread, NULL);
 	while (h->n_pool > 0)
 		curl_easy_cleanup(h->pool[--h->n_pool]);

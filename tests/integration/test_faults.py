@@ -261,6 +261,30 @@ def test_hung_store_times_out_not_forever(mount, fproxy, fdata):
                                 worst_s=worst, injected=fproxy.count("stall"))
 
 
+@pytest.mark.san
+def test_unmount_ends_retries_at_once(mounter, mount, fproxy, fdata):
+    """The store goes away while readahead GETs are out (connects refused):
+    they back off and retry, up to a minute in all. An unmount must not wait
+    that out: the daemon is gone within seconds."""
+    bucket, data = fdata
+    m = mount(bucket, "", *ARGS, endpoint=fproxy.url)
+    key = BIG[0]
+    fproxy.set_fault("trickle", rate=1.0, repeat=10 ** 6)   # ~160 ms a part: GETs stay out
+    with open(m.p(key), "rb") as f:
+        assert f.read(MIB) == data[key][:MIB]        # sequential: readahead asks for more
+        gone = threading.Thread(target=fproxy.refuse_for, args=(40,), daemon=True)
+        gone.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "retrying in" not in open(m.log).read():
+            time.sleep(0.1)
+    assert "retrying in" in open(m.log).read(), "no GET was left to retry"
+    t0 = time.monotonic()
+    problems = mounter.unmount(m)
+    took = time.monotonic() - t0
+    assert not problems, problems
+    assert took < 8, "the daemon took %.1f s to exit after its unmount" % took
+
+
 # ---------------------------------------------------------------- process faults
 
 def wait_dead(pid, timeout=10):
