@@ -31,6 +31,8 @@ import zlib
 import boto3
 from botocore.config import Config
 
+import passthrough as pt  # its drop()
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 WORK = os.path.join(ROOT, "build", "bench", "uring")
@@ -73,12 +75,6 @@ def prepare(port):
     return man
 
 
-def drop(what=3):
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("%d\n" % what)
-
-
 def mount(side, port):
     mnt = os.path.join(WORK, "mnt-" + side)
     os.makedirs(mnt, exist_ok=True)
@@ -109,7 +105,7 @@ def cpu_s(pid):
 
 
 def stat_pass(mnt):
-    drop(3)
+    pt.drop(3)
     t0 = time.monotonic()
     n = 0
     for d, _, files in os.walk(os.path.join(mnt, "t")):
@@ -123,7 +119,7 @@ def stat_pass(mnt):
 
 
 def cold_pass(mnt, man):
-    drop(3)
+    pt.drop(3)
     pid = stats(mnt)["pid"]
     c0, t0, crc, n = cpu_s(pid), time.monotonic(), 0, 0
     with open(os.path.join(mnt, BIG), "rb", buffering=0) as f:

@@ -704,7 +704,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		}
 		r->mounted = 2;
 		fs_session_on_end(session_ended, r->s3);
-		(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* the replayed INIT's reply too */
+		(void)fs_session_parallel_dirops(r->se);  /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
 		return 0;
@@ -717,7 +717,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 	r->mounted = 1;
 	fs_session_on_end(session_ended, r->s3);
 	fs_uring_want(o->fuse_uring, r->keep != NULL);  /* before the seam: INIT asks */
-	(void)fs_session_parallel_dirops(r->se, passthrough_on(o));  /* logs when it cannot */
+	(void)fs_session_parallel_dirops(r->se);  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
 		e = keep_send_fuse_fd(r->ke->chan_fd, fuse_session_fd(r->se));
 		if (e < 0)

@@ -67,13 +67,14 @@ void fs_set_session(struct fs *fs, struct fuse_session *se);
  * metadata reaper). */
 void fs_stop(struct fs *fs);
 
-/* After fuse_session_mount(): have the INIT reply carry FUSE_PARALLEL_DIROPS,
- * which libfuse 3.14 drops (src/fs/dirops.c), so lookups in one directory
- * need not wait for each other, and, with passthrough != 0, FUSE passthrough
- * (src/fs/passthrough.c). 1 set up, 0 left off ($FEEDFS_PARALLEL_DIROPS=0 and
- * no passthrough), -errno when libfuse refused (the mount still works, as
- * before, without either). */
-int fs_session_parallel_dirops(struct fuse_session *se, int passthrough);
+/* After fuse_session_mount(): put the session on the custom-io seam
+ * (src/fs/dirops.c), so that the INIT reply carries FUSE_PARALLEL_DIROPS,
+ * which libfuse 3.14 drops (lookups in one directory need not wait for each
+ * other; $FEEDFS_PARALLEL_DIROPS=0 leaves it out), FUSE passthrough when the
+ * fs has it on (src/fs/passthrough.c), and the end of the session is seen
+ * (fs_session_on_end). 1 set up, -errno when libfuse refused (the mount still
+ * works, as before, without any of them). */
+int fs_session_parallel_dirops(struct fuse_session *se);
 /* fn(arg) runs once, in the loop thread that sees the connection end
  * (unmount, abort: ENODEV on /dev/fuse), before the loop joins its workers.
  * Set once, before the loop. */

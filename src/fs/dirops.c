@@ -134,14 +134,13 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return send_iov(fd, mine, 2);
 }
 
-int fs_session_parallel_dirops(struct fuse_session *se, int passthrough)
+int fs_session_parallel_dirops(struct fuse_session *se)
 {
 	static const struct fuse_custom_io io = { .read = io_read, .writev = io_writev };
 	const char *env = getenv("FEEDFS_PARALLEL_DIROPS");
 	int fd = fuse_session_fd(se);
 
 	dirops_wanted = !(env && strcmp(env, "0") == 0);
-	(void)passthrough;                  /* the seam also sees the session end */
 	if (fd < 0)
 		return 0;
 	if (fuse_session_custom_io(se, &io, fd) != 0) {

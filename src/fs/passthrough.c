@@ -333,13 +333,12 @@ int fs_pt_open(struct fs *fs, uint64_t ino, const char *key, size_t klen, const 
 		if (n->backing > 0) {
 			/* An idle id (DESIGN, "Kept ids"): this very version, and
 			 * still a promoted file, or closed. */
+			idle_del(fs, n);
 			if (n->size == size && strcmp(n->name, name) == 0 &&
 			    promote_touch(fs->promote, name, size) == 0) {
-				idle_del(fs, n);
 				id = n->backing;
 				FS_STAT_INC(fs, pt_backing_reuses);
 			} else {
-				idle_del(fs, n);
 				backing_close(fs, n->backing);
 				n->backing = 0;
 			}

@@ -409,6 +409,21 @@ static void t_promotes_only_whole_objects_and_never_fetches(void)
 	rig_close(&r);
 }
 
+/* A rig with room for three promoted files of size bytes: keys[0..3] read
+ * whole through the cache, keys[0..2] promoted in that order. */
+static void rig_three_of_four(struct rig *r, const char *const keys[4], uint64_t size)
+{
+	rig_open(r, 6 * TBS + 1);
+	for (int i = 0; i < 4; i++) {
+		fake_fetch_add(&r->fk, keys[i], size, "e");
+		read_whole(r, keys[i], "e", size);
+	}
+	for (int i = 0; i < 3; i++) {
+		promote_want(r->p, keys[i], 1, "e", size);
+		promote_drain(r->p);
+	}
+}
+
 static void t_least_recently_opened_goes_first(void)
 {
 	struct promote_stats st;
@@ -417,15 +432,7 @@ static void t_least_recently_opened_goes_first(void)
 	const char *keys[] = { "a", "b", "c", "d" };
 	int fd;
 
-	rig_open(&r, 6 * TBS + 1);                           /* room for three */
-	for (int i = 0; i < 4; i++) {
-		fake_fetch_add(&r.fk, keys[i], size, "e");
-		read_whole(&r, keys[i], "e", size);
-	}
-	for (int i = 0; i < 3; i++) {
-		promote_want(r.p, keys[i], 1, "e", size);
-		promote_drain(r.p);
-	}
+	rig_three_of_four(&r, keys, size);
 	fd = promote_open(r.p, "a", 1, "e", size);          /* a is used: b is the oldest */
 	CHECK(fd >= 0);
 	promote_want(r.p, "d", 1, "e", size);
@@ -473,15 +480,7 @@ static void t_touch_and_the_eviction_hook(void)
 	const char *keys[] = { "a", "b", "c", "d" };
 	char na[PROMOTE_NAME_LEN + 1], nb[PROMOTE_NAME_LEN + 1];
 
-	rig_open(&r, 6 * TBS + 1);                           /* room for three */
-	for (int i = 0; i < 4; i++) {
-		fake_fetch_add(&r.fk, keys[i], size, "e");
-		read_whole(&r, keys[i], "e", size);
-	}
-	for (int i = 0; i < 3; i++) {
-		promote_want(r.p, keys[i], 1, "e", size);
-		promote_drain(r.p);
-	}
+	rig_three_of_four(&r, keys, size);
 	promote_set_evicted(r.p, hear_eviction, &h);
 	promote_key_name(r.p, "a", 1, "e", na);
 	promote_key_name(r.p, "b", 1, "e", nb);
