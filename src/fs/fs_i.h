@@ -36,7 +36,6 @@ void fs_dirops_offered(int offered);
  * fs_uring_reply sends a reply to a request that came over the ring (1),
  * 0 for one that goes to /dev/fuse. */
 struct iovec;
-int fs_uring_wanted(void);
 int fs_uring_param(void);                       /* enable_uring: 1 Y, 0 N, -1 absent */
 void fs_uring_offered(int proto_minor);         /* op_init */
 int fs_uring_init_reply(void *init_out, size_t len);

@@ -175,11 +175,6 @@ static int ring_refuse(void)
 	return r;
 }
 
-int fs_uring_wanted(void)
-{
-	return U.mode != FS_URING_OFF && !U.keeper;
-}
-
 /* The module parameter: 1 Y, 0 N, -1 absent (no FUSE over io_uring here). */
 int fs_uring_param(void)
 {
