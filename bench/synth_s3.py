@@ -116,6 +116,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _send(self, status, body=b"", headers=None, kind="other"):
+        # Counted before the answer leaves: a client that has its answer
+        # must find the request in /__synth/stats (counting after the write
+        # let a test read the count before this thread got to it).
+        self.synth.note(kind)
         self.send_response(status)
         hdrs = {"x-amz-request-id": "SYNTH", "Content-Length": str(len(body))}
         hdrs.update(headers or {})
@@ -124,7 +128,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD" and body:
             self.wfile.write(body)
-        self.synth.note(kind)
 
     def _err(self, status, code, kind):
         body = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>%s</Code>'
