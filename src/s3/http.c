@@ -27,7 +27,7 @@
  * request (s3_req_hedge_new) on another connection, linked both ways
  * (r->hedge, hedge->primary) and kept in `active` like any attempt. The hedge
  * delay is the p99 of the longest byte-to-byte gap of recent good attempts of
- * that kind (struct s3_gap, decayed), times 3/2, kept within
+ * that kind that were not hedged (struct s3_gap, decayed), times 3/2, kept within
  * [S3_HEDGE_FLOOR_MS, S3_HEDGE_CAP_MS] but never under 1.2 x that p99 (a store
  * slow throughout is not hedged on every attempt); until S3_GAP_MIN_SAMPLES
  * are in, the cap. Budget: each primary attempt earns --hedge-budget hundredths of a
@@ -363,7 +363,11 @@ static void reap(struct s3_http *h)
 		active_remove(h, r);
 		delay = s3_req_attempt_end(r, cc);     /* still reads e's info */
 		easy_put(h, e);
-		if (delay < 0 && r->result == 0)
+		/* A hedged attempt that still won was an outlier by the estimate
+		 * it is compared with (often a dead connection that curl
+		 * reconnected in silence after the stall): counting it would
+		 * raise the tail to the stall and end hedging. */
+		if (delay < 0 && r->result == 0 && r->hedged_attempt != r->attempt)
 			gap_add(&h->gap[gap_kind(r)], r->max_gap_ms);
 		if (r->primary)
 			hedge_end(h, r);

@@ -242,16 +242,24 @@ class FaultProxy:
                                "Content-Length: %d\r\n\r\n" % (st, reason, len(x))).encode() +
                               (x if method != "HEAD" else b""))
                     continue
-                if up is None:
-                    up = http.client.HTTPConnection(self.up_host, self.up_port, timeout=60)
                 fwd = {k: v for k, v in hdrs if k.lower() not in HOP}
-                try:
-                    up.request(method, target, body=body, headers=fwd)
-                    resp = up.getresponse()
-                    data = resp.read()
-                except (OSError, http.client.HTTPException):
-                    up.close()
-                    up = None
+                # The upstream closes a keep-alive connection after a few idle
+                # seconds: a request that finds it gone goes again on a new
+                # one, as a client would (a 502 here would be a fault nobody
+                # asked for).
+                resp = None
+                for fresh in ((False, True) if up is not None else (True,)):
+                    if fresh:
+                        up = http.client.HTTPConnection(self.up_host, self.up_port, timeout=60)
+                    try:
+                        up.request(method, target, body=body, headers=fwd)
+                        resp = up.getresponse()
+                        data = resp.read()
+                        break
+                    except (OSError, http.client.HTTPException):
+                        up.close()
+                        up, resp = None, None
+                if resp is None:
                     c.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
                     continue
                 if not self._answer(c, method, resp, data, fault):

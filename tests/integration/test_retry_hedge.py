@@ -297,6 +297,43 @@ def test_lookup_waits_for_the_listing_in_flight(mount, fproxy, s3):
     assert not [e for e in fproxy.log[n_log:] if e[1] == "HEAD" or not e[3]], fproxy.log[n_log:]
 
 
+def test_a_stall_curl_reconnects_in_silence_does_not_end_hedging(mount, fproxy, rbucket):
+    """A HEAD whose connection stalls and then closes is sent again by curl
+    itself on a new connection (it had no answer on a reused connection), so
+    the attempt succeeds with a gap as long as the stall. Counted in the
+    hedge delay's tail, that gap raised the delay past the stall and no later
+    stall was hedged (a reader then waited out each one in full). The next
+    stall must still be hedged."""
+    bucket, _ = rbucket
+    m = mount(bucket, "", *ARGS, "--stall-timeout", "60", "--metadata-ttl", "0",
+              "--hedge-budget", "100", endpoint=fproxy.url)
+    keys = sorted(SMALL)
+    # Enough clean HEADs for the delay to come from the store's tail, not the
+    # cap (32), but so few that one more outlier is the tail (the p99 of
+    # under 100) and the delay follows each sample (under 48).
+    for i in range(20):
+        os.stat(m.p(keys[i % len(keys)]))
+    st0 = feedfs_stats(m)["s3"]
+    assert 32 <= st0["heads"] <= 44, st0
+    # The HEAD and its hedge both stall; the attempt ends in curl's own
+    # reconnect (the third try of the proxy's schedule passes).
+    fproxy.stall_s = 3
+    fproxy.set_target(lambda t: t.endswith("/" + keys[5]), "stall")
+    with fproxy.lock:
+        fproxy.repeat = 2
+    assert os.stat(m.p(keys[5])).st_size == SMALL[keys[5]]
+    st1 = settled_stats(m)["s3"]
+    assert st1["hedges_started"] == st0["hedges_started"] + 1, (st0, st1)
+    # Another stall, the same length: a hedge answers it.
+    fproxy.set_target(lambda t: t.endswith("/" + keys[6]), "stall")
+    assert os.stat(m.p(keys[6])).st_size == SMALL[keys[6]]
+    st2 = settled_stats(m)["s3"]
+    fproxy.clear()
+    assert st2["stalls"] == st1["stalls"] + 1, (st1, st2)
+    assert st2["hedges_won"] == st1["hedges_won"] + 1, (st1, st2)
+    assert st2["errors"] == 0, st2
+
+
 def test_stalled_lookups_are_hedged(mount, fproxy, rbucket):
     """Listings and HEADs stall too (every request may): each stalled one gets
     a twin, and every file opened by path reads back right."""
