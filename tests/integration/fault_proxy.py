@@ -68,6 +68,7 @@ class FaultProxy:
         self.log = []                # (conn, method, target, range, fault)
         self.n_conns = 0
         self.stall_s = 3.0
+        self.trickle_pause_s = 0.01  # between 64 KiB slices of a "trickle"
         self.lock = threading.Lock()
         self.attempts = {}           # (path, range) -> attempts seen
         self.injected = {}           # kind -> faults injected
@@ -334,7 +335,7 @@ class FaultProxy:
             c.sendall(head)
             for i in range(0, len(data), 64 << 10):
                 c.sendall(data[i:i + (64 << 10)])
-                time.sleep(0.01)
+                time.sleep(self.trickle_pause_s)
             return True
         c.sendall(head + data)
         return True

@@ -269,7 +269,10 @@ def test_unmount_ends_retries_at_once(mounter, mount, fproxy, fdata):
     bucket, data = fdata
     m = mount(bucket, "", *ARGS, endpoint=fproxy.url)
     key = BIG[0]
-    fproxy.set_fault("trickle", rate=1.0, repeat=10 ** 6)   # ~160 ms a part: GETs stay out
+    # ~0.8 s a part: the readahead's GETs are still out when the store goes
+    # (at 160 ms a part they had sometimes all arrived by then)
+    fproxy.trickle_pause_s = 0.05
+    fproxy.set_fault("trickle", rate=1.0, repeat=10 ** 6)
     with open(m.p(key), "rb") as f:
         assert f.read(MIB) == data[key][:MIB]        # sequential: readahead asks for more
         gone = threading.Thread(target=fproxy.refuse_for, args=(40,), daemon=True)
