@@ -300,11 +300,11 @@ struct s3_http_opts {
 	int hedge_budget_pct;       /* 0: no hedges */
 };
 int s3_http_new(const struct s3_http_opts *o, struct s3_http **out);
-/* Completes everything still queued or in flight with -ECANCELED, then joins. */
 /* The owner thread ends every request, waiting, backing off or in flight,
  * with -ECANCELED and exits; submissions from then on get -ESHUTDOWN.
  * Returns at once; s3_http_destroy joins the thread. */
 void s3_http_quiesce(struct s3_http *h);
+/* Completes everything still queued or in flight with -ECANCELED, then joins. */
 void s3_http_destroy(struct s3_http *h);
 /* Any thread. Hands r to the http thread. 0, or -ESHUTDOWN (r not taken).
  * An S3_OP_CANCEL r names its GET by user_done and user_arg; the http thread

@@ -25,9 +25,9 @@ method, target, Range, attempt number). A HEAD has no body: "reset" then
 resets before the answer, "short" cuts the header block, "stall" waits before
 it.
 
-set_target(substring, kind) breaks the first attempt of every request (any
-method) whose target (URL-decoded) contains substring, or for which substring,
-when it is a function, returns true; nothing else.
+set_target(substring, kind, repeat=1) breaks the first `repeat` attempts of
+every request (any method) whose target (URL-decoded) contains substring, or
+for which substring, when it is a function, returns true; nothing else.
 
 Every request is logged in `log` as (conn, method, target, range, fault), conn
 numbering the client connections in accept order, so a test can tell a retry
@@ -99,10 +99,10 @@ class FaultProxy:
             self.mix = self.target = None
             self.attempts.clear()
 
-    def set_target(self, substring, kind):
+    def set_target(self, substring, kind, repeat=1):
         assert kind in KINDS, kind
         with self.lock:
-            self.kind, self.rate, self.repeat = kind, 1.0, 1
+            self.kind, self.rate, self.repeat = kind, 1.0, repeat
             self.mix, self.target = None, substring
             self.attempts.clear()
 
@@ -249,8 +249,8 @@ class FaultProxy:
                 # one, as a client would (a 502 here would be a fault nobody
                 # asked for).
                 resp = None
-                for fresh in ((False, True) if up is not None else (True,)):
-                    if fresh:
+                for _ in range(2 if up is not None else 1):
+                    if up is None:
                         up = http.client.HTTPConnection(self.up_host, self.up_port, timeout=60)
                     try:
                         up.request(method, target, body=body, headers=fwd)

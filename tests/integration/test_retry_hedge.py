@@ -321,9 +321,7 @@ def test_a_stall_curl_reconnects_in_silence_does_not_end_hedging(mount, fproxy, 
     # The HEAD and its hedge both stall; the attempt ends in curl's own
     # reconnect (the third try of the proxy's schedule passes).
     fproxy.stall_s = 3
-    fproxy.set_target(lambda t: t.endswith("/" + keys[5]), "stall")
-    with fproxy.lock:
-        fproxy.repeat = 2
+    fproxy.set_target(lambda t: t.endswith("/" + keys[5]), "stall", repeat=2)
     assert os.stat(m.p(keys[5])).st_size == SMALL[keys[5]]
     st1 = settled_stats(m)["s3"]
     # (at least: on a loaded machine a slow LIST of the lookup may be hedged too)
