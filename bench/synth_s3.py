@@ -10,7 +10,8 @@ S3 lists in), its size is 1 + crc32(key) % max_size, its ETag the MD5 of the
 key (not of the bytes: S3 ETags are no checksum either), its mtime one fixed
 instant, and its bytes shake_256(key) cut to the size. `--names long` makes
 both stems ~120 bytes of Greek and CJK (UTF-8), for bytes-per-entry of long
-unicode names.
+unicode names; `--names nested` puts every directory under one more, `all/`
+(a directory that holds only directories and more keys than one page).
 
 Answers what feedfs sends: ListObjectsV2 (list-type=2, prefix, delimiter,
 continuation-token, start-after, max-keys capped at 1000, encoding-type=url)
@@ -50,6 +51,8 @@ class Keys:
         self.max_size = max_size
         if names == "long":
             self.dstem, self.fstem = _LONG_D.encode(), _LONG_F.encode()
+        elif names == "nested":
+            self.dstem, self.fstem = b"all/d", b"f"
         else:
             self.dstem, self.fstem = b"d", b"f"
 
@@ -306,7 +309,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dirs", type=int, default=1000)
     ap.add_argument("--files", type=int, default=1000)
-    ap.add_argument("--names", choices=("short", "long"), default="short")
+    ap.add_argument("--names", choices=("short", "long", "nested"), default="short")
     ap.add_argument("--max-size", type=int, default=16384)
     ap.add_argument("--port", type=int, default=9555)
     a = ap.parse_args()

@@ -19,7 +19,9 @@
  * node.c, as dir.c does, and offers nothing back (fs_i.h lists who offers
  * what). Object keys come from one builder (fs_key, names.c).
  *
- * Lookup of name N in directory prefix P, when no fresh listing answers: if
+ * Lookup of name N in directory prefix P, when no fresh listing answers: a
+ * name the store said is a directory within the TTL (fs->known_dirs, or a
+ * fresh listing of N with entries) is one, with no request. Else if
  * P is being listed, wait for that listing (single-flight, listing.c) and
  * look again. Else ListObjectsV2 prefix "P N/", one page (any key below makes N a directory,
  * which shadows a file N; a page that is not truncated is N's whole subtree
@@ -52,49 +54,55 @@
 #include "feedfs/util.h"
 
 #define TAG "fs"
-#define NEG_BUCKETS 4096
-#define NEG_MAX 65536
+#define PATHS_BUCKETS 4096
+#define PATHS_MAX 65536
 #define FS_IOCTL_MAX (16u << 10)        /* _IOC_SIZE is 14 bits: no reply is larger */
 
-/* ---------- negative cache: full child path -> expiry (fs->lock held) ---------- */
+/* ---------- path sets: full child path -> expiry (fs->lock held) ----------
+ * Two of them: fs->neg, names the store said do not exist (--negative-ttl),
+ * and fs->known_dirs, names the store said are directories (--metadata-ttl). The
+ * second answers a directory's lookup again after the kernel forgot its node
+ * (drop_caches, memory pressure, the reaper) when its parent has no complete
+ * listing to answer from (over one page of keys): without it every such
+ * lookup listed the store again. */
 
-struct neg_ent {
-	struct neg_ent *next;
+struct paths_ent {
+	struct paths_ent *next;
 	int64_t expires_ms;
 	size_t len;
 	char path[];
 };
 
-struct fs_neg {
-	struct neg_ent *b[NEG_BUCKETS];
+struct fs_paths {
+	struct paths_ent *b[PATHS_BUCKETS];
 	size_t count;
 };
 
-static void neg_clear(struct fs_neg *ng)
+static void paths_clear(struct fs_paths *ps)
 {
-	for (size_t i = 0; i < NEG_BUCKETS; i++) {
-		while (ng->b[i]) {
-			struct neg_ent *e = ng->b[i];
+	for (size_t i = 0; i < PATHS_BUCKETS; i++) {
+		while (ps->b[i]) {
+			struct paths_ent *e = ps->b[i];
 
-			ng->b[i] = e->next;
+			ps->b[i] = e->next;
 			free(e);
 		}
 	}
-	ng->count = 0;
+	ps->count = 0;
 }
 
-static struct neg_ent **neg_slot(struct fs_neg *ng, const char *path, size_t len)
+static struct paths_ent **paths_slot(struct fs_paths *ps, const char *path, size_t len)
 {
-	struct neg_ent **pp = &ng->b[fs_hash64(path, len, 7) % NEG_BUCKETS];
+	struct paths_ent **pp = &ps->b[fs_hash64(path, len, 7) % PATHS_BUCKETS];
 
 	while (*pp && !((*pp)->len == len && memcmp((*pp)->path, path, len) == 0))
 		pp = &(*pp)->next;
 	return pp;
 }
 
-static int neg_hit(struct fs_neg *ng, const char *path, size_t len, int64_t now_ms)
+static int paths_hit(struct fs_paths *ps, const char *path, size_t len, int64_t now_ms)
 {
-	struct neg_ent **pp = neg_slot(ng, path, len), *e = *pp;
+	struct paths_ent **pp = paths_slot(ps, path, len), *e = *pp;
 
 	if (!e)
 		return 0;
@@ -102,29 +110,30 @@ static int neg_hit(struct fs_neg *ng, const char *path, size_t len, int64_t now_
 		return 1;
 	*pp = e->next;
 	free(e);
-	ng->count--;
+	ps->count--;
 	return 0;
 }
 
-static void neg_remove(struct fs_neg *ng, const char *path, size_t len)
+static void paths_remove(struct fs_paths *ps, const char *path, size_t len)
 {
-	struct neg_ent **pp = neg_slot(ng, path, len), *e = *pp;
+	struct paths_ent **pp = paths_slot(ps, path, len), *e = *pp;
 
 	if (e) {
 		*pp = e->next;
 		free(e);
-		ng->count--;
+		ps->count--;
 	}
 }
 
-static void neg_add(struct fs_neg *ng, const char *path, size_t len, int64_t expires_ms)
+static void paths_add(struct fs_paths *ps, const char *path, size_t len, int64_t expires_ms)
 {
-	struct neg_ent **pp, *e;
+	struct paths_ent **pp, *e;
 
-	/* Bounded: a scan of many missing names must not grow without limit. */
-	if (ng->count >= NEG_MAX)
-		neg_clear(ng);
-	pp = neg_slot(ng, path, len);
+	/* Bounded: a scan of many missing names (or a tree of many directories)
+	 * must not grow without limit. */
+	if (ps->count >= PATHS_MAX)
+		paths_clear(ps);
+	pp = paths_slot(ps, path, len);
 	if (*pp) {
 		(*pp)->expires_ms = expires_ms;
 		return;
@@ -137,7 +146,7 @@ static void neg_add(struct fs_neg *ng, const char *path, size_t len, int64_t exp
 	e->len = len;
 	memcpy(e->path, path, len);
 	*pp = e;
-	ng->count++;
+	ps->count++;
 }
 
 
@@ -245,6 +254,19 @@ out:
 	return r;
 }
 
+/* Path is a directory by what the store said within the metadata TTL: a
+ * lookup that listed below it, or a fresh listing of it with entries
+ * (fs->lock held). */
+static int known_dir(struct fs *fs, const char *path, size_t len, int64_t now_ms)
+{
+	const struct fs_listing *l;
+
+	if (paths_hit(fs->known_dirs, path, len, now_ms))
+		return 1;
+	l = fs_listing_cached(fs, path, len, now_ms);
+	return l && l->n > 0;
+}
+
 static int do_lookup(struct fs *fs, fuse_ino_t parent, const char *name,
 		     struct fuse_entry_param *e)
 {
@@ -305,11 +327,22 @@ again:
 		free(path);
 		return r;
 	}
-	if (neg_hit(fs->neg, path, plen, now)) {
+	if (paths_hit(fs->neg, path, plen, now)) {
 		FS_STAT_INC(fs, negative_hits);
 		pthread_mutex_unlock(&fs->lock);
 		free(path);
 		return -ENOENT;
+	}
+	if (known_dir(fs, path, plen, now)) {
+		FS_STAT_INC(fs, dir_hits);
+		n = fs_inodes_get_path(&fs->inodes, path, plen, 1);
+		if (n) {
+			n->nlookup++;
+			fs_fill_entry(fs, n, e);
+		}
+		pthread_mutex_unlock(&fs->lock);
+		free(path);
+		return n ? 0 : -ENOMEM;
 	}
 	/* The directory is being listed: that listing answers this lookup
 	 * (single-flight), unless it fails or turns out too big to cache. The
@@ -338,9 +371,13 @@ again:
 	pthread_mutex_lock(&fs->lock);
 	if (r == -ENOENT) {
 		if (fs->opts.negative_ttl_ms > 0)
-			neg_add(fs->neg, path, plen, util_now_ms() + fs->opts.negative_ttl_ms);
+			paths_add(fs->neg, path, plen, util_now_ms() + fs->opts.negative_ttl_ms);
 	} else if (r >= 0) {
-		neg_remove(fs->neg, path, plen);
+		paths_remove(fs->neg, path, plen);
+		if (r == 1 && fs->opts.metadata_ttl_ms > 0)
+			paths_add(fs->known_dirs, path, plen, now + fs->opts.metadata_ttl_ms);
+		else
+			paths_remove(fs->known_dirs, path, plen);
 		n = fs_inodes_get_path(&fs->inodes, path, plen, r == 1);
 		if (n) {
 			if (r == 0)
@@ -1209,7 +1246,8 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	fs->opts = *opts;
 	fs->prefix = strdup(opts->prefix ? opts->prefix : "");
 	fs->neg = calloc(1, sizeof(*fs->neg));
-	if (!fs->prefix || !fs->neg)
+	fs->known_dirs = calloc(1, sizeof(*fs->known_dirs));
+	if (!fs->prefix || !fs->neg || !fs->known_dirs)
 		goto fail;
 	/* The listing cache's own bound: the metadata share when there is one
 	 * (reap.c trims it further by what the nodes take). */
@@ -1254,8 +1292,11 @@ void fs_destroy(struct fs *fs)
 	free(fs->files);
 	free(fs->dirs);
 	if (fs->neg)
-		neg_clear(fs->neg);
+		paths_clear(fs->neg);
 	free(fs->neg);
+	if (fs->known_dirs)
+		paths_clear(fs->known_dirs);
+	free(fs->known_dirs);
 	pthread_cond_destroy(&fs->inflight_done);
 	pthread_cond_destroy(&fs->reap_cond);
 	pthread_mutex_destroy(&fs->reap_mu);

@@ -68,10 +68,11 @@ void fs_pt_release(struct fs *fs, uint64_t ino, int32_t backing);
 struct s3_list_page;
 struct s3_object;
 
-struct fs_neg;                      /* negative-lookup cache (fs.c) */
+struct fs_paths;                    /* path -> expiry: neg and dirs (fs.c) */
 
 struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t lookups, lookups_cached, lookups_remote, negative_hits, lookups_joined;
+	uint64_t dir_hits;              /* lookups answered by fs->known_dirs (fs.c) */
 	uint64_t lookup_listings;       /* subtree listings a lookup started */
 	uint64_t hidden, list_pages, heads, opens, keep_cache, flushes, reads, estale;
 	uint64_t getattrs, size_invals;
@@ -149,11 +150,12 @@ struct fs {
 	 * Lock order: a dir handle's lock (dir.c) may be held when taking this one,
 	 * never the reverse. This lock is innermost: it is never held across an S3
 	 * request, a FUSE reply or rd_* calls. It guards `inodes`, every node's
-	 * fields, `neg` and `lcache`.
+	 * fields, `neg`, `known_dirs` and `lcache`.
 	 */
 	pthread_mutex_t lock;
 	struct fs_inodes inodes;
-	struct fs_neg *neg;
+	struct fs_paths *neg;           /* names that do not exist */
+	struct fs_paths *known_dirs;    /* names that are directories */
 	struct fs_lcache lcache;        /* complete listings by directory path */
 	struct fs_inflight *inflight;   /* listings being fetched (listing.c) */
 	pthread_cond_t inflight_done;   /* with lock: one of them ended */

@@ -32,6 +32,7 @@ static const struct stats_field fs_fields[] = {
 	      "Lookups by where the answer came from."),
 	ROW_C(lookups_remote, "fuse_lookup_answers_total", "from=\"store\"", ""),
 	ROW_C(negative_hits, "fuse_lookup_answers_total", "from=\"negative_cache\"", ""),
+	ROW_C(dir_hits, "fuse_lookup_answers_total", "from=\"directory_cache\"", ""),
 	ROW_C(lookups_joined, "fuse_lookups_joined_total", "",
 	      "Lookups that waited for a listing of their directory already in flight."),
 	ROW_C(lookup_listings, "fs_lookup_listings_total", "",

@@ -54,7 +54,7 @@ trap cleanup EXIT
 # (drop_caches is global: it would take dentries and pages from a test on the
 # other worker that counts its requests) run afterwards, one test at a time.
 # FEEDFS_TEST_JOBS=1, or no xdist, runs everything one test at a time.
-serial_files=(test_cache.py test_faults.py test_passthrough.py test_retry_hedge.py test_share.py)
+serial_files=(test_cache.py test_faults.py test_forget.py test_passthrough.py test_retry_hedge.py test_share.py)
 jobs=${FEEDFS_TEST_JOBS:-2}
 par=()
 if [ "$jobs" -gt 1 ] && "$PY" -c 'import xdist' 2>/dev/null; then
