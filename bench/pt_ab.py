@@ -14,6 +14,8 @@ timeout). A pass is THREADS (default 8) readers, every file read whole and
 its sha256 checked. Prints files/s per pass, medians, B/A and mount/local
 ratios, and per mount the daemon's CPU-seconds per epoch and its OPEN,
 passthrough-open and backing-open counters per epoch.
+With DROP=3 every pass drops dentries and inodes too (`echo 3`: every file's
+LOOKUP, and every directory's, reaches the daemon again).
 With STRACE=1 the last round's passes run under `strace -c -f` on each
 daemon (slower: for counting syscalls per file, not for timing).
 Timing only; not a test.
@@ -26,6 +28,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import passthrough as pt  # noqa: E402  (data, epoch, drop, stats)
+
+
+DROP = int(os.environ.get("DROP", "1"))
 
 
 def mount(binary, mnt, port, cache, extra):
@@ -86,7 +91,7 @@ def main():
                 root = roots[who]
                 for rel in man["small"]:
                     os.stat(os.path.join(root, rel))
-                pt.drop(1)
+                pt.drop(DROP)
                 tr = None
                 if who != "local":
                     pid = stats(bins[who], mnts[who])["pid"]
