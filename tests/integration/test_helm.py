@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import content_for, is_mounted, sha256
-from mounter import ROOT, REGION, pids_of_mount, s3rver_env
+from mounter import ROOT, REGION, pid_alive, pids_of_mount, s3rver_env
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helm"))
 from gotmpl import Renderer, TemplateError, render_chart  # noqa: E402
@@ -377,9 +377,17 @@ def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, da
         for key, digest in sorted(want.items()):
             assert pod_read(pod.pid, str(mnt / key)) == digest, key
         # The whole container is killed (its cgroup: every process in it).
-        for pid in pids_of_mount(feedfs_bin, str(mnt)):
+        killed = pids_of_mount(feedfs_bin, str(mnt))
+        for pid in killed:
             os.kill(pid, signal.SIGKILL)
         node.wait(30)
+        # Every one of them gone, not only the keeper: a read that reached the
+        # connection while the server was still closing its /dev/fuse fd ends
+        # with ECONNABORTED instead (the abort ends the requests in flight).
+        deadline = time.monotonic() + 30
+        while any(pid_alive(pid) for pid in killed):
+            assert time.monotonic() < deadline, "killed processes still alive"
+            time.sleep(0.05)
         assert "not connected" in pod_read(pod.pid, str(mnt / k))   # the dead mount
         node = node_mount(feedfs_bin, bucket, mnt, str(tmp_path / "node2.log"), s3server)
         procs.append(node)
