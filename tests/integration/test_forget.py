@@ -59,6 +59,7 @@ def stat_all(m, keys):
     return out
 
 
+@pytest.mark.san
 def test_directories_are_known_again_without_a_listing(mounter, synth):
     keys = synth.keys
     m = mounter.mount("s3://synth/", s3rver_args(synth.url) + ["--metadata-ttl", "600"])
