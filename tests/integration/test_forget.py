@@ -14,9 +14,8 @@ import time
 
 import pytest
 
-from mounter import feedfs_stats, s3rver_args
+from mounter import ROOT, feedfs_stats, s3rver_args
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import synth_s3  # noqa: E402
 
