@@ -221,6 +221,12 @@ build/bench/fuse_ceiling: bench/fuse_ceiling.c ## bench probe: FUSE's own ceilin
 	$(Q)$(CC) -std=gnu11 -Wall -Wextra -Werror -Wno-unused-parameter -O2 -g \
 		$(shell pkg-config --cflags fuse3) -o $@ $< $(shell pkg-config --libs fuse3) -pthread
 
+# The do-nothing passthrough daemon that bench/pt_ab.py (floor:N) measures feedfs against.
+build/bench/pt_floor: bench/pt_floor.c include/feedfs/fuse_passthrough.h ## bench probe: the least a daemon does per passthrough open
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -g -Iinclude -o $@ $< -pthread
+
 # ---- robustness: fuzzers, TSan, valgrind, soak (docs/SECURITY.md) ----------
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c) link against the library built with
 # clang and -fsanitize=fuzzer-no-link,address,undefined into build/fuzz/.

@@ -18,6 +18,9 @@ With DROP=3 every pass drops dentries and inodes too (`echo 3`: every file's
 LOOKUP, and every directory's, reaches the daemon again).
 With STRACE=1 the last round's passes run under `strace -c -f` on each
 daemon (slower: for counting syscalls per file, not for timing).
+A binary given as floor:N is build/bench/pt_floor with N threads over the
+local copy (`make build/bench/pt_floor`): the least any daemon can do per
+passthrough open, with no feedfs counters.
 Timing only; not a test.
 """
 import os
@@ -33,8 +36,19 @@ import passthrough as pt  # noqa: E402  (data, epoch, drop, stats)
 DROP = int(os.environ.get("DROP", "1"))
 
 
+FLOORS = {}  # mount point -> the pt_floor process serving it
+
+
 def mount(binary, mnt, port, cache, extra):
     os.makedirs(mnt, exist_ok=True)
+    if is_floor(binary):
+        FLOORS[mnt] = subprocess.Popen([os.path.join(pt.ROOT, "build", "bench", "pt_floor"),
+                                        "-t", binary.split(":")[1], pt.LOCAL, mnt])
+        for _ in range(50):
+            if os.path.ismount(mnt):
+                return
+            time.sleep(0.1)
+        raise SystemExit("pt_floor did not mount " + mnt)
     env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY="S3RVER",
                AWS_EC2_METADATA_DISABLED="true", ALIBABA_CLOUD_ECS_METADATA_DISABLED="true")
     subprocess.run([binary, "s3://" + pt.BUCKET, mnt, "--endpoint-url",
@@ -43,8 +57,14 @@ def mount(binary, mnt, port, cache, extra):
                     "--log-file", cache + ".log"] + extra, env=env, check=True)
 
 
+def is_floor(binary):
+    return os.path.basename(binary).startswith("floor:")
+
+
 def stats(binary, mnt):
     import json
+    if is_floor(binary):
+        return {"pid": FLOORS[mnt].pid, "promote": {"promotions": pt.NSMALL}, "fs": {}}
     cp = subprocess.run([binary, "stats", "--json", mnt], capture_output=True, text=True,
                         check=True)
     return json.loads(cp.stdout)
@@ -53,7 +73,8 @@ def stats(binary, mnt):
 def main():
     if len(sys.argv) < 3:
         raise SystemExit(__doc__)
-    bins = {"A": os.path.abspath(sys.argv[1]), "B": os.path.abspath(sys.argv[2])}
+    bins = {w: a if a.startswith("floor:") else os.path.abspath(a)
+            for w, a in (("A", sys.argv[1]), ("B", sys.argv[2]))}
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     threads = int(sys.argv[4]) if len(sys.argv) > 4 else 8
     opts = {"A": os.environ.get("A_OPTS", "").split(), "B": os.environ.get("B_OPTS", "").split()}
@@ -131,6 +152,8 @@ def main():
     finally:
         for w in bins:
             subprocess.run(["fusermount3", "-u", mnts[w]], capture_output=True)
+            if mnts[w] in FLOORS:
+                FLOORS[mnts[w]].wait()
         srv.terminate()
 
 
