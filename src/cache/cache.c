@@ -28,6 +28,23 @@
  * a second buffer, so the pool cannot deadlock.
  * A request completes (done callback, on the cache thread) when its last waiter
  * is served; a failed block fails the whole request with the first error.
+ *
+ * Partial reads of a block record. A record's CRC32C covers all its bytes, so
+ * serving 4 KiB of a 4 MiB block would read and check the whole block. So
+ * the CRC32C of each piece of a block record (c->piece bytes, the last one
+ * shorter) is kept too, in memory: computed in the same pass as the record's
+ * own CRC when the block is written or read whole (the record's CRC is
+ * combined from the pieces' ones, cksum_crc32c_combine), in a direct-mapped
+ * table by page (struct psum, at most PSUM_BYTES), tagged with the record's
+ * number, identity, length and CRC so that a reused or replaced record never
+ * matches. A request that covers a block only in part, whose record holds the
+ * whole block and has its piece sums here, reads just the pieces it needs
+ * out of the record (READ bops with the pieces' identities, in_block): the
+ * record's page is pinned, not marked busy, and each piece is checked
+ * against its own sum; a mismatch drops the block record and fetches that
+ * piece (then cached as a piece record). Without the sums (after a restart,
+ * or lost to a collision) the first partial read reads the block whole, as
+ * before, and records them. Not persisted: the index format is unchanged.
  */
 #include "feedfs/cache.h"
 #include "feedfs/log.h"
@@ -58,6 +75,7 @@
 #define RING_ENTRIES 512u
 #define MAX_BUFFERS 256u
 #define INFLIGHT_BUCKETS 1024u
+#define PSUM_BYTES (4u << 20)           /* piece sums of block records: the table's size */
 #define SIZE_UNKNOWN FETCH_SIZE_UNKNOWN
 
 struct waiter {
@@ -132,7 +150,17 @@ struct bop {
 	 * in-flight table that requests join, with no buffer of its own. */
 	struct bop *carrier;
 	struct bop *members;        /* chained through next_member, in order */
+	int in_block;               /* READ of one piece out of block record rec (pinned) */
 	struct bop *next_member;
+};
+
+/* Piece sums of one block record (see DESIGN); ps_stride bytes each. */
+struct psum {
+	uint32_t rec1;              /* record + 1 the sums are of; 0: none */
+	uint32_t pend1;             /* record + 1 being written with these sums; 0: none */
+	uint32_t len, crc;          /* the record's, when rec1 is set */
+	uint64_t lo, hi;            /* the record's identity, when rec1 is set */
+	uint32_t sum[];             /* CRC32C of piece i: [i * piece, min((i + 1) * piece, len)) */
 };
 
 struct cache_counters {
@@ -172,6 +200,10 @@ struct cache {
 	uint64_t live;              /* requests + bops not finished */
 	uint64_t writes;            /* BOP_WRITE in flight */
 	struct creq *barriers;      /* cache_sync callers waiting for writes == 0 */
+	char *ps_mem;               /* ps_n struct psum; none when pieces are off */
+	uint32_t ps_n;
+	size_t ps_stride;
+	struct cksum_shift piece_shift;     /* combines piece CRCs into a record's */
 	uint64_t efd_val;
 	int stop_seen;
 
@@ -484,35 +516,110 @@ static void publish_fill(struct cache *c)
 	CNT_SET(c, evictions, c->ix.evicted);
 }
 
-/* The record's data cannot be used: drop it and fetch the unit instead. */
+/* ---- piece sums of block records (see DESIGN) ------------------------------ */
+
+static struct psum *psum_at(const struct cache *c, uint32_t rec)
+{
+	/* By page: a block record has a page of its own, so consecutive blocks
+	 * take consecutive entries (records are numbered page * rpp + i). */
+	return (struct psum *)(c->ps_mem + (size_t)(idx_page_of(&c->ix, rec) % c->ps_n) *
+			       c->ps_stride);
+}
+
+/* Does a record of len bytes get piece sums? */
+static int psum_wanted(const struct cache *c, uint32_t len)
+{
+	return c->ps_n && len > c->piece;
+}
+
+/* CRC32C of p[0..len), and of each of its pieces into sum[]: one pass. */
+static uint32_t piece_crcs(const struct cache *c, const char *p, uint32_t len, uint32_t *sum)
+{
+	uint32_t crc = 0;
+
+	for (uint32_t i = 0, off = 0; off < len; i++, off += c->piece) {
+		uint32_t n = len - off < c->piece ? len - off : c->piece;
+
+		sum[i] = cksum_crc32c(0, p + off, n);
+		crc = n == c->piece ? cksum_crc32c_combine(&c->piece_shift, crc, sum[i])
+				    : cksum_crc32c(crc, p + off, n);
+	}
+	return crc;
+}
+
+static void psum_tag(struct psum *e, uint32_t rec, const struct idx_rec *x)
+{
+	e->rec1 = rec + 1;
+	e->pend1 = 0;
+	e->len = x->len;
+	e->crc = x->data_crc;
+	e->lo = x->id_lo;
+	e->hi = x->id_hi;
+}
+
+/* The piece sums of VALID record rec, or NULL when they are not here. */
+static const uint32_t *psum_get(const struct cache *c, uint32_t rec)
+{
+	const struct idx_rec *x = &c->ix.rec[rec];
+	const struct psum *e;
+
+	if (!psum_wanted(c, x->len))
+		return NULL;
+	e = psum_at(c, rec);
+	if (e->rec1 != rec + 1 || e->len != x->len || e->crc != x->data_crc ||
+	    e->lo != x->id_lo || e->hi != x->id_hi)
+		return NULL;
+	return e->sum;
+}
+
+/* The record's data cannot be used: drop it and fetch the unit instead (for
+ * an in_block read, the block record goes and the piece is fetched). */
 static void read_failed(struct bop *op)
 {
 	struct cache *c = op->c;
 
 	if (c->ix.flags[op->rec] & IDX_F_VALID)
 		idx_remove(&c->ix, op->rec);
-	idx_read_end(&c->ix, op->rec, 0);
+	if (op->in_block)
+		idx_unpin(&c->ix, op->rec, 0);
+	else
+		idx_read_end(&c->ix, op->rec, 0);
 	publish_fill(c);
 	op->rec = IDX_NONE;
+	op->in_block = 0;
 	bop_fetch(op);
 }
 
 static void read_complete(struct bop *op)
 {
 	struct cache *c = op->c;
-	struct idx_rec *r = &c->ix.rec[op->rec];
-	uint32_t crc = cksum_crc32c(0, op->buf->p, op->len);
+	const struct idx_rec *r = &c->ix.rec[op->rec];
+	uint32_t want = op->in_block ? op->data_crc : r->data_crc, crc;
+	struct psum *e = NULL;
 
-	if (crc != r->data_crc) {
+	if (!op->in_block && psum_wanted(c, op->len)) {
+		/* Read whole: record the piece sums on the way (same pass). */
+		e = psum_at(c, op->rec);
+		e->rec1 = e->pend1 = 0;
+		crc = piece_crcs(c, op->buf->p, op->len, e->sum);
+	} else {
+		crc = cksum_crc32c(0, op->buf->p, op->len);
+	}
+	if (crc != want) {
 		CNT_ADD(c, checksum_failures, 1);
-		log_warn(TAG, "checksum mismatch in record %u (object offset %llu): refetching",
-			 op->rec, (unsigned long long)op->start);
+		log_warn(TAG, "checksum mismatch in record %u (object offset %llu%s): refetching",
+			 op->rec, (unsigned long long)op->start, op->in_block ? ", a piece" : "");
 		read_failed(op);
 		return;
 	}
+	if (e)
+		psum_tag(e, op->rec, r);
 	CNT_ADD(c, hits, 1);
 	CNT_ADD(c, bytes_from_disk, op->len);
-	idx_read_end(&c->ix, op->rec, 1);
+	if (op->in_block)
+		idx_unpin(&c->ix, op->rec, 1);
+	else
+		idx_read_end(&c->ix, op->rec, 1);
 	serve_all(op, 0);
 	bop_end(op);
 }
@@ -532,7 +639,16 @@ static void start_write(struct bop *op)
 	op->kind = BOP_WRITE;
 	c->writes++;
 	op->rec = rec;
-	op->data_crc = cksum_crc32c(0, op->buf->p, op->len);
+	if (psum_wanted(c, op->len)) {
+		/* The sums are published with the record (write_complete). */
+		struct psum *e = psum_at(c, rec);
+
+		e->rec1 = 0;
+		e->pend1 = rec + 1;
+		op->data_crc = piece_crcs(c, op->buf->p, op->len, e->sum);
+	} else {
+		op->data_crc = cksum_crc32c(0, op->buf->p, op->len);
+	}
 	op->io_len = align_up(op->len);
 	op->io_done = 0;
 	/* Never leave stale memory in the record's tail (O_DIRECT writes whole pages). */
@@ -552,6 +668,8 @@ static void write_complete(struct bop *op, int ok)
 		idx_remove(&c->ix, old);
 	}
 	idx_write_end(&c->ix, op->rec, op->slab_off, ok, op->id, op->data_crc, op->len);
+	if (ok && psum_wanted(c, op->len) && psum_at(c, op->rec)->pend1 == op->rec + 1)
+		psum_tag(psum_at(c, op->rec), op->rec, &c->ix.rec[op->rec]);
 	if (ok)
 		CNT_ADD(c, bytes_written, op->len);
 	publish_fill(c);
@@ -699,6 +817,28 @@ static void attach(struct cache *c, struct creq *r, struct waiter *w, struct cks
 	bop_start(op);
 }
 
+/* Serve w from piece [start, start + len) of block record rec, which starts
+ * `at` bytes into the record and whose CRC32C is crc. 0, or -EBUSY when the
+ * record's page cannot take one more pin (then nothing was done). */
+static int piece_from_block(struct cache *c, struct creq *r, struct waiter *w,
+			    struct cksum_h128 pid, uint64_t start, uint32_t len, uint32_t rec,
+			    uint32_t at, uint32_t crc)
+{
+	struct bop *op;
+
+	if (idx_pin(&c->ix, rec) < 0)
+		return -EBUSY;
+	op = bop_new(c, r, pid, start, BOP_READ, len, rec);
+	op->in_block = 1;
+	op->data_crc = crc;
+	op->slab_off = idx_offset(&c->ix, rec) + at;
+	r->pending++;
+	w->next = NULL;
+	op->waiters = w;
+	bop_start(op);
+	return 0;
+}
+
 /*
  * The missing pieces of one block, in order (members, already in the table
  * with their waiters), fetched by one GET of [start, end). A single piece is
@@ -768,8 +908,9 @@ static int all_cached(struct cache *c, const struct creq *r)
  * Split a new request into waiters on unit operations. A block the request
  * covers whole (to EOF), or whose size is unknown, is one unit. A block it
  * covers only in part is served from the block's record when one holds the
- * bytes, else piece by piece: a random reader then fetches and caches pieces
- * (c->piece bytes) instead of whole blocks.
+ * bytes (only the pieces needed, when the record's piece sums are here; the
+ * whole record otherwise), else piece by piece: a random reader then fetches
+ * and caches pieces (c->piece bytes) instead of whole blocks.
  */
 static void req_begin(struct cache *c, struct creq *r)
 {
@@ -795,6 +936,7 @@ static void req_begin(struct cache *c, struct creq *r)
 		uint64_t e = r->off + r->len < bend ? r->off + r->len : bend;
 		struct cksum_h128 id = cksum_h128_block(r->obj, blk);
 		uint32_t need = (uint32_t)(e - bstart), want = need, rec;
+		const uint32_t *sums = NULL;
 
 		if (r->obj_size != SIZE_UNKNOWN) {
 			if (bend > r->obj_size)
@@ -802,11 +944,18 @@ static void req_begin(struct cache *c, struct creq *r)
 			want = (uint32_t)(bend - bstart);
 		}
 		rec = idx_lookup(&c->ix, id);
+		/* Part of a block whose record holds it whole, with its piece
+		 * sums here and no read of it in flight: only the pieces needed. */
+		if (rec != IDX_NONE && r->obj_size != SIZE_UNKNOWN && !r->cached_only &&
+		    !(s == bstart && e == bend) && c->ix.rec[rec].len == want &&
+		    !table_find(c, id, need))
+			sums = psum_get(c, rec);
 		/* A whole block is one unit, except for a cached-only request
 		 * when only its pieces are here (all_cached checked them all). */
-		if (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs ||
-		    (s == bstart && e == bend && !r->cached_only) || table_find(c, id, need) ||
-		    (rec != IDX_NONE && c->ix.rec[rec].len >= need)) {
+		if (!sums && (r->obj_size == SIZE_UNKNOWN || c->piece >= c->bs ||
+			      (s == bstart && e == bend && !r->cached_only) ||
+			      table_find(c, id, need) ||
+			      (rec != IDX_NONE && c->ix.rec[rec].len >= need))) {
 			struct waiter *w = &r->w[nw++];
 
 			w->req = r;
@@ -837,6 +986,10 @@ static void req_begin(struct cache *c, struct creq *r)
 			prec = idx_lookup(&c->ix, pid);
 			if (!table_find(c, pid, (uint32_t)(we - ps)) &&
 			    (prec == IDX_NONE || c->ix.rec[prec].len < (uint32_t)(we - ps))) {
+				if (sums && piece_from_block(c, r, w, pid, ps, (uint32_t)(pe - ps), rec,
+							     (uint32_t)(ps - bstart),
+							     sums[(ps - bstart) / c->piece]) == 0)
+					continue;
 				/* Missing: one more member of this block's run. */
 				struct bop *m = bop_new(c, r, pid, ps, BOP_FETCH, (uint32_t)(pe - ps),
 							IDX_NONE);
@@ -1368,6 +1521,7 @@ static void cache_free(struct cache *c, int clean)
 	if (c->buf_mem)
 		munmap(c->buf_mem, c->buf_mem_len);
 	free(c->bufs);
+	free(c->ps_mem);
 	if (c->slab_fd >= 0)
 		close(c->slab_fd);
 	if (c->efd >= 0)
@@ -1428,6 +1582,16 @@ int cache_new(const struct cache_config *cfg, struct cache **out, char *msg, siz
 	rc = open_slab(c, nslots, cfg->no_direct, msg, msg_len);
 	if (rc < 0)
 		goto fail;
+	if (c->piece < bs) {
+		size_t per = sizeof(struct psum) + (bs / c->piece) * sizeof(uint32_t);
+
+		c->ps_stride = (per + 7) & ~(size_t)7;
+		c->ps_n = c->ix.npages < PSUM_BYTES / c->ps_stride ? c->ix.npages
+							       : (uint32_t)(PSUM_BYTES / c->ps_stride);
+		c->ps_n = c->ps_n ? c->ps_n : 1;
+		c->ps_mem = xcalloc(c->ps_n, c->ps_stride);
+		cksum_crc32c_shift_init(&c->piece_shift, c->piece);
+	}
 	c->efd = eventfd(0, EFD_CLOEXEC);
 	if (c->efd < 0) {
 		rc = -errno;

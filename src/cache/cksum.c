@@ -100,6 +100,64 @@ uint32_t cksum_crc32c(uint32_t crc, const void *p, size_t n)
 	return cksum_crc32c_sw(crc, p, n);
 }
 
+/* x * M over GF(2): the xor of the columns of M that x's set bits select. */
+static uint32_t gf2_apply(const uint32_t col[32], uint32_t x)
+{
+	uint32_t y = 0;
+
+	for (int i = 0; x; i++, x >>= 1)
+		if (x & 1)
+			y ^= col[i];
+	return y;
+}
+
+/* out = a after b (apply b, then a); out may not alias either. */
+static void gf2_compose(uint32_t out[32], const uint32_t a[32], const uint32_t b[32])
+{
+	for (int i = 0; i < 32; i++)
+		out[i] = gf2_apply(a, b[i]);
+}
+
+/*
+ * The register update for one zero bit of a reflected CRC is a shift right,
+ * xoring in the polynomial when the bit shifted out was set: bit 0 maps to
+ * the polynomial, bit i to bit i - 1. Squaring that map gives 2, 4, 8 zero
+ * bits; from there, one squaring per bit of len_b (in bytes), composed into
+ * the result where len_b has a 1. The pre- and post-inversion of the CRC
+ * cancel out in crc(A || B) = shift(crc(A)) ^ crc(B).
+ */
+void cksum_crc32c_shift_init(struct cksum_shift *s, size_t len_b)
+{
+	uint32_t step[32], sq[32], acc[32], tmp[32];
+
+	step[0] = 0x82F63B78u;                      /* CRC32C, reflected */
+	for (int i = 1; i < 32; i++)
+		step[i] = 1u << (i - 1);
+	for (int k = 0; k < 3; k++) {               /* 1 -> 2 -> 4 -> 8 bits: one byte */
+		gf2_compose(sq, step, step);
+		memcpy(step, sq, sizeof(step));
+	}
+	for (int i = 0; i < 32; i++)
+		acc[i] = 1u << i;                   /* identity */
+	while (len_b) {
+		if (len_b & 1) {
+			gf2_compose(tmp, step, acc);
+			memcpy(acc, tmp, sizeof(acc));
+		}
+		len_b >>= 1;
+		if (len_b) {
+			gf2_compose(sq, step, step);
+			memcpy(step, sq, sizeof(step));
+		}
+	}
+	memcpy(s->col, acc, sizeof(acc));
+}
+
+uint32_t cksum_crc32c_combine(const struct cksum_shift *s, uint32_t crc_a, uint32_t crc_b)
+{
+	return gf2_apply(s->col, crc_a) ^ crc_b;
+}
+
 #define H_K1 0x9E3779B97F4A7C15ull
 #define H_K2 0xC2B2AE3D27D4EB4Full
 #define H_K3 0x165667B19E3779F9ull

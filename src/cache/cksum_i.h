@@ -14,6 +14,14 @@ uint32_t cksum_crc32c(uint32_t crc, const void *p, size_t n);
 /* The table implementation, always (for tests). */
 uint32_t cksum_crc32c_sw(uint32_t crc, const void *p, size_t n);
 
+/* Combining CRCs: crc(A || B) from crc(A) and crc(B) when len(B) is fixed.
+ * The shift is the linear map that feeding len(B) zero bytes applies to the
+ * CRC register (GF(2), 32x32 bits: column i is the image of bit i). Made once
+ * per length, each combine is then 32 conditional xors. */
+struct cksum_shift { uint32_t col[32]; };
+void cksum_crc32c_shift_init(struct cksum_shift *s, size_t len_b);
+uint32_t cksum_crc32c_combine(const struct cksum_shift *s, uint32_t crc_a, uint32_t crc_b);
+
 struct cksum_h128 { uint64_t lo, hi; };
 
 /* Incremental 128-bit hash; feed fields with their lengths so that

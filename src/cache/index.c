@@ -327,6 +327,27 @@ void idx_read_end(struct cache_index *ix, uint32_t r, int ok)
 		ix->pref[pg] = 1;
 }
 
+int idx_pin(struct cache_index *ix, uint32_t r)
+{
+	uint32_t pg = idx_page_of(ix, r);
+
+	BUG_ON(!(ix->flags[r] & IDX_F_VALID));
+	if (ix->pins[pg] >= UINT16_MAX - 1)
+		return -EBUSY;
+	ix->pins[pg]++;
+	return 0;
+}
+
+void idx_unpin(struct cache_index *ix, uint32_t r, int ok)
+{
+	uint32_t pg = idx_page_of(ix, r);
+
+	BUG_ON(ix->pins[pg] == 0);
+	ix->pins[pg]--;
+	if (ok)
+		ix->pref[pg] = 1;
+}
+
 void idx_remove(struct cache_index *ix, uint32_t r)
 {
 	BUG_ON(r >= ix->nrecs || !(ix->flags[r] & IDX_F_VALID));

@@ -112,6 +112,11 @@ uint32_t idx_lookup(struct cache_index *ix, struct cksum_h128 id);
 void idx_read_begin(struct cache_index *ix, uint32_t r);
 /* The read is over: unpins, sets the page's reference bit when ok. */
 void idx_read_end(struct cache_index *ix, uint32_t r, int ok);
+/* Hold r's page while a part of r is read without marking r busy (a piece
+ * read out of a block record): the page is neither evicted nor refilled
+ * until idx_unpin. -EBUSY when the page's pin count is full. */
+int idx_pin(struct cache_index *ix, uint32_t r);
+void idx_unpin(struct cache_index *ix, uint32_t r, int ok);
 
 /* Room for len bytes: a record (not VALID, not linked) and its slab offset in
  * a page pinned for the write. Evicts a page when needed (records dropped are

@@ -176,6 +176,16 @@ static void t_crc32c(void)
 		CHECK_EQ_INT(cksum_crc32c(cksum_crc32c(0, buf, n / 2), buf + n / 2, n - n / 2),
 			     cksum_crc32c(0, buf, n));
 	}
+	/* combined from the parts' CRCs == one shot, for every split */
+	for (size_t nb = 0; nb <= sizeof(buf); nb += 61) {
+		struct cksum_shift sh;
+
+		cksum_crc32c_shift_init(&sh, nb);
+		for (size_t na = 0; na + nb <= sizeof(buf); na += 113)
+			CHECK_EQ_INT(cksum_crc32c_combine(&sh, cksum_crc32c(0, buf, na),
+							  cksum_crc32c(0, buf + na, nb)),
+				     cksum_crc32c(0, buf, na + nb));
+	}
 }
 
 static void t_hash_fields(void)
@@ -1099,6 +1109,102 @@ out:
 	rm_dir(d);
 }
 
+/* A part of a block cached whole is read as the pieces it covers, each
+ * checked against its own CRC32C (kept in memory when the block is written or
+ * read whole), not as the whole block; a bad piece drops the block record and
+ * is fetched again, and the bytes stay right. */
+static void t_partial_reads_of_a_block_read_only_their_pieces(void)
+{
+	const uint32_t bs = 1024 * 1024;
+	const uint64_t size = 4 * MB + 5000;
+	const size_t n = 4096;
+	struct fake_fetch f;
+	const char *d = new_dir();
+	struct cache_stats s0, s1;
+	struct cache *c;
+	char buf[4096], p[512];
+	uint64_t calls0;
+	int fd, flipped;
+
+	fake_fetch_init(&f, 1, 0);
+	c = open_cache(&f, d, 16ull * bs, bs);
+	if (!c)
+		goto out;
+	CHECK(read_all(c, "w/obj", "\"w\"", size, bs, 1));
+	cache_sync(c);
+	calls0 = fake_fetch_calls(&f);
+	stats(c, &s0);
+	/* 20 reads of 4 KiB inside pieces of the four whole blocks: 20 pieces read. */
+	for (int i = 0; i < 20; i++) {
+		uint64_t off = (uint64_t)(i % 4) * bs + (uint64_t)((i * 3) % 8) * CACHE_PIECE + 1000 + i;
+
+		CHECK_EQ_INT(cread(c, "w/obj", "\"w\"", size, off, n, buf), n);
+		CHECK(fake_fetch_check(buf, "w/obj", "\"w\"", off, n));
+	}
+	stats(c, &s1);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);
+	CHECK_EQ_INT(s1.bytes_from_disk - s0.bytes_from_disk, 20 * (uint64_t)CACHE_PIECE);
+	/* Across a piece edge: two pieces. */
+	CHECK_EQ_INT(cread(c, "w/obj", "\"w\"", size, bs + CACHE_PIECE - 100, n, buf), n);
+	CHECK(fake_fetch_check(buf, "w/obj", "\"w\"", bs + CACHE_PIECE - 100, n));
+	stats(c, &s0);
+	CHECK_EQ_INT(s0.bytes_from_disk - s1.bytes_from_disk, 2 * (uint64_t)CACHE_PIECE);
+
+	/* Flip a byte of piece 3 of block 2 on disk, under the running cache
+	 * (its page is the one that holds block 2's bytes there). */
+	snprintf(p, sizeof(p), "%s/slab", d);
+	fd = open(p, O_RDWR);
+	CHECK(fd >= 0);
+	flipped = 0;
+	for (uint64_t pg = 0; pg < 16; pg++) {
+		unsigned char b[64];
+		off_t o = (off_t)(pg * bs + 3 * CACHE_PIECE + 100);
+
+		CHECK_EQ_INT(pread(fd, b, sizeof(b), o), sizeof(b));
+		if (!fake_fetch_check(b, "w/obj", "\"w\"", 2 * bs + 3 * CACHE_PIECE + 100, sizeof(b)))
+			continue;
+		b[0] ^= 0x01;
+		CHECK_EQ_INT(pwrite(fd, b, 1, o), 1);
+		flipped++;
+	}
+	close(fd);
+	CHECK_EQ_INT(flipped, 1);
+	calls0 = fake_fetch_calls(&f);
+	CHECK_EQ_INT(cread(c, "w/obj", "\"w\"", size, 2 * bs + 3 * CACHE_PIECE + 50, n, buf), n);
+	CHECK(fake_fetch_check(buf, "w/obj", "\"w\"", 2 * bs + 3 * CACHE_PIECE + 50, n));
+	stats(c, &s1);
+	CHECK_EQ_INT(s1.checksum_failures - s0.checksum_failures, 1);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 1);     /* that piece, fetched */
+	/* The block record is gone: another piece of it is fetched, not read. */
+	CHECK_EQ_INT(cread(c, "w/obj", "\"w\"", size, 2 * bs + 6 * CACHE_PIECE, n, buf), n);
+	CHECK(fake_fetch_check(buf, "w/obj", "\"w\"", 2 * bs + 6 * CACHE_PIECE, n));
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 2);
+	cache_sync(c);
+	cache_destroy(c);
+
+	/* After a restart the sums are gone: the first partial read of a block
+	 * reads it whole and records them, the next one reads a piece. */
+	c = open_cache(&f, d, 16ull * bs, bs);
+	if (!c)
+		goto out;
+	calls0 = fake_fetch_calls(&f);
+	stats(c, &s0);
+	CHECK_EQ_INT(cread(c, "w/obj", "\"w\"", size, 7, n, buf), n);
+	CHECK(fake_fetch_check(buf, "w/obj", "\"w\"", 7, n));
+	CHECK_EQ_INT(cread(c, "w/obj", "\"w\"", size, 5 * CACHE_PIECE + 9, n, buf), n);
+	CHECK(fake_fetch_check(buf, "w/obj", "\"w\"", 5 * CACHE_PIECE + 9, n));
+	stats(c, &s1);
+	CHECK_EQ_INT(s1.bytes_from_disk - s0.bytes_from_disk, bs + CACHE_PIECE);
+	CHECK_EQ_INT(s1.checksum_failures, 0);
+	CHECK_EQ_INT(fake_fetch_calls(&f) - calls0, 0);
+	/* Block 2's fetched pieces and its other pieces: bytes right. */
+	CHECK(read_all(c, "w/obj", "\"w\"", size, 4096 * 7, 1));
+	cache_destroy(c);
+out:
+	fake_fetch_fini(&f);
+	rm_dir(d);
+}
+
 /* The missing pieces of one block that one request needs are fetched by one
  * GET (a run) and cached as pieces; a cached piece inside the run is a hole
  * the GET covers rather than a second request. */
@@ -1225,6 +1331,7 @@ static const struct test tests[] = {
 	TEST(t_packed_eviction_and_corruption),
 	TEST(t_pieces_for_partial_reads),
 	TEST(t_concurrent_stress_pieces),
+	TEST(t_partial_reads_of_a_block_read_only_their_pieces),
 	TEST(t_piece_runs),
 	TEST(t_cancel_through_the_cache),
 	{ 0 },
