@@ -87,6 +87,11 @@ void promote_key_name(struct promote *p, const char *key, size_t key_len, const 
  * a caller that still holds the file open from an earlier promote_open. */
 int promote_touch(struct promote *p, const char *name, uint64_t size);
 
+/* 1 when the promoted file of (key, etag) is listed with exactly size bytes,
+ * else 0. No I/O, and the file does not count as used. */
+int promote_has(struct promote *p, const char *key, size_t key_len, const char *etag,
+		uint64_t size);
+
 /* Called, with no lock of p held, with the name of each file evicted to make
  * room (from the promoter thread, after the promotion that needed the room).
  * promote_set_evicted(p, NULL, NULL) returns once no call is in flight. */

@@ -580,6 +580,21 @@ int promote_touch(struct promote *p, const char *name, uint64_t size)
 	return r;
 }
 
+int promote_has(struct promote *p, const char *key, size_t key_len, const char *etag,
+		uint64_t size)
+{
+	char name[PROMOTE_NAME_LEN + 1];
+	struct pent *e;
+	int r;
+
+	promote_key_name(p, key, key_len, etag, name);
+	pthread_mutex_lock(&p->lock);
+	e = find(p, name);
+	r = e && e->size == size;
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
 void promote_set_evicted(struct promote *p, promote_evicted_fn fn, void *arg)
 {
 	pthread_mutex_lock(&p->hook_lock);

@@ -12,6 +12,8 @@
  * shuffled loader wants nothing and no bandwidth is wasted on it.
  * Only directories whose complete listing is cached take part (a loader lists
  * before it reads); the entries and their ETags come from that listing.
+ * Files promoted for passthrough are not wanted: the kernel reads them from
+ * their promoted file, so bytes fetched ahead for them would only be dropped.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 
 #include "feedfs/ahead.h"
+#include "feedfs/promote.h"
 #include "feedfs/util.h"
 #include "fs_i.h"
 
@@ -72,7 +75,7 @@ void fs_order_opened(struct fs *fs, fuse_ino_t ino)
 {
 	struct fs_order_want w[FS_ORDER_AHEAD];
 	uint64_t max_size, h = 0;
-	int nw = 0, i;
+	int nw = 0, i, pt;
 	long from, to, last = -1;
 
 	if (!fs->opts.ahead)
@@ -129,9 +132,14 @@ out:
 	if (!nw)
 		return;
 	/* Outside fs->lock: want takes the budget's and the fetcher's locks. Stop
-	 * at the first file refused for lack of room; the next open asks again. */
+	 * at the first file refused for lack of room; the next open asks again.
+	 * A promoted file is skipped (counted as wanted): its open will be passed
+	 * through and never claim bytes fetched for it. */
+	pt = fs_pt_active(fs);
 	for (i = 0; i < nw; i++) {
-		if (!rd_ahead_want(fs->opts.ahead, w[i].key, w[i].key_len, w[i].etag, w[i].size))
+		if (!(pt && promote_has(fs->promote, w[i].key, w[i].key_len, w[i].etag,
+					w[i].size)) &&
+		    !rd_ahead_want(fs->opts.ahead, w[i].key, w[i].key_len, w[i].etag, w[i].size))
 			break;
 		last = w[i].idx;
 	}

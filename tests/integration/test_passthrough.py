@@ -107,6 +107,35 @@ def test_second_epoch_makes_no_reads(mount, pbucket, tmp_path):
     umount(m)
 
 
+def test_an_ordered_walk_over_promoted_files_fetches_nothing_ahead(mount, pbucket, tmp_path):
+    """A reader that lists a directory and opens its files in listing order
+    starts readahead across files (fs/order.c); once they are promoted, their
+    opens are passed through and bytes fetched ahead for them would never be
+    claimed: none may be wanted, and no block may be read for them. (A fresh
+    mount: the detector remembers how far it wanted in a directory.)"""
+    cdir = str(tmp_path / "cache")
+    m = mount(pbucket, "", "--cache-dir", cdir, *OPTS)
+    passthrough_or_skip(m)
+    names = os.listdir(m.p("img"))
+    keys = ["img/" + n for n in names]
+    assert sorted(keys) == sorted(k for k in OBJS if k.startswith("img/"))
+    assert read_keys(m, keys) == want(keys)                  # epoch 1: cold, in order
+    assert stats(m)["ahead"]["wanted"] > 0                   # the detector did start
+    wait_promoted(m, len(keys))
+    umount(m)
+    drop_page_cache()
+    m = mount(pbucket, "", "--cache-dir", cdir, *OPTS)
+    before = stats(m)
+    assert os.listdir(m.p("img")) == names
+    assert read_keys(m, keys) == want(keys)                  # epoch 2: in listing order
+    after = stats(m)
+    assert after["fs"]["pt_opens"] - before["fs"]["pt_opens"] == len(keys)
+    assert after["fs"]["reads"] == before["fs"]["reads"]
+    assert after["ahead"]["wanted"] == before["ahead"]["wanted"], "files wanted ahead"
+    assert after["cache"]["hits"] == before["cache"]["hits"], "blocks read for nothing"
+    umount(m)
+
+
 def delta(before, after, *names):
     return tuple(after["fs"][n] - before["fs"][n] for n in names)
 
