@@ -12,7 +12,8 @@ in turn: page cache dropped, SECONDS (default 4) of single-threaded random
 4 KiB reads at 4 KiB-aligned offsets with O_DIRECT (every read reaches the
 daemon), each compared with the local copy. Prints IOPS, wrong reads (must be
 0), slab bytes read per read (cache_read_bytes_total{from="disk"}) and S3 GETs
-(must be 0). Timing only; not a test.
+(must be 0). With REGION_MIB=N the reads fall in the object's first N MiB
+only (a reader concentrated on a few blocks). Timing only; not a test.
 """
 import hashlib
 import mmap
@@ -39,6 +40,7 @@ def main():
                            env=dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider"),
                            start_new_session=True)
     mnts = {w: os.path.join(pt.WORK, "mnt-r" + w.lower()) for w in bins}
+    region = int(os.environ.get("REGION_MIB", "0")) << 20
     try:
         time.sleep(3)
         pt.prepare(port)
@@ -62,7 +64,7 @@ def main():
                 reads = bad = 0
                 t0 = time.monotonic()
                 while time.monotonic() - t0 < secs:
-                    off = rng.randrange(len(local) // 4096) * 4096
+                    off = rng.randrange((region or len(local)) // 4096) * 4096
                     got = os.preadv(fd, [buf], off)
                     bad += buf[:got] != local[off:off + got] or got != 4096
                     reads += 1

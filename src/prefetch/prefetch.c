@@ -18,6 +18,8 @@
  *    so far, or inside held data while streaming, and no more than
  *    RD_SEQ_BACK before it (or anywhere inside held data while streaming):
  *    this absorbs the kernel's reordering of parallel 128 KiB..1 MiB reads.
+ *    Not streaming, a read shorter than RD_SHORT that does not start where
+ *    the last one ended is random whatever the tolerances say.
  *  - Readahead is issued in chunks. The first chunk is RD_WINDOW_MIN (1 MiB,
  *    low time to first byte). When the reader passes the middle of the newest
  *    chunk it has caught up: the window doubles (up to max_window) and the next
@@ -90,6 +92,7 @@
 #define RD_WINDOW_MAX_DEFAULT (64ull << 20)
 #define RD_SEQ_SKIP      (1ull << 20)      /* forward skip still sequential */
 #define RD_SEQ_BACK      (4ull << 20)      /* backward re-read still sequential; kept behind */
+#define RD_SHORT         (128ull << 10)    /* shorter, not contiguous: never starts a stream */
 #define RD_MAX_SEGS      64                /* random reader's cache, in segments */
 
 enum seg_state { SEG_INFLIGHT, SEG_DONE, SEG_ERR };
@@ -372,6 +375,15 @@ static void plan_read(struct rd_file *f, uint64_t off, uint64_t end)
 	int seq = (f->window && held) ||
 		  (off <= f->seq_pos + skip && off + back >= f->seq_pos);
 	uint64_t freed = 0;
+
+	/* Those tolerances are for the kernel's readahead, whose reads are big
+	 * (or small ones that follow each other exactly, while its window
+	 * ramps up). A short read that does not continue the last one is an
+	 * application's own random read (O_DIRECT, a page reader); in a file
+	 * smaller than the tolerances every such read would start a stream
+	 * and fetch whole blocks. */
+	if (seq && !f->window && end - off < RD_SHORT && off != f->seq_pos)
+		seq = 0;
 
 	if (!seq) {
 		log_debug("read", "random read at %llu+%llu (seq_pos %llu, window %llu)",

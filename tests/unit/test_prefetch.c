@@ -407,6 +407,58 @@ static void t_random_fetches_little(void)
 	alarm(0);
 }
 
+/* Small reads at scattered offsets of a region not much bigger than the
+ * sequential tolerances (9 MiB back, 1 MiB ahead; here a 24 MiB object, over
+ * one part so not fetched whole): an O_DIRECT 4 KiB reader, fio, a page
+ * reader. They start no stream: each fetches its own 128 KiB-aligned bytes,
+ * not whole blocks. Small reads that follow each other exactly still make a
+ * stream. */
+static void t_small_scattered_reads_start_no_stream(void)
+{
+	const uint64_t size = 24 * MiB + 77, bs = 4 * MiB;
+	struct env e;
+	struct obj o;
+	char buf[4096];
+	unsigned seed = 5;
+	uint64_t fetched;
+	int bad = 0;
+
+	wd_arm(60);
+	env_init(&e, 64 * MiB, 0);
+	e.cfg.align = bs;
+	e.cfg.random_align = 128 * KiB;
+	e.cfg.part_size = 8 * MiB;
+	o = env_open(&e, "scatter", size);
+	for (int i = 0; i < 200; i++) {
+		uint64_t off = ((uint64_t)rand_r(&seed) % (size / 4096)) * 4096;
+
+		bad += !read_ok(&o, off, 4096, buf);
+	}
+	pthread_mutex_lock(&e.fk.mu);
+	fetched = e.fk.bytes;
+	for (size_t i = 0; i < e.fk.nlog; i++)
+		CHECK(e.fk.log[i].len <= 128 * KiB);
+	pthread_mutex_unlock(&e.fk.mu);
+	/* Every fetch is one 128 KiB unit, at most one per read. */
+	CHECK(fetched <= 200 * 128 * KiB);
+	rd_close(o.f);
+
+	/* 4 KiB reads one after the other: a stream (it fetches ahead). */
+	o = env_open(&e, "contiguous", 64 * MiB);
+	pthread_mutex_lock(&e.fk.mu);
+	fetched = e.fk.bytes;
+	pthread_mutex_unlock(&e.fk.mu);
+	for (uint64_t off = 0; off < 64 * 4096; off += 4096)
+		bad += !read_ok(&o, off, 4096, buf);
+	rd_close(o.f);
+	pthread_mutex_lock(&e.fk.mu);
+	CHECK(e.fk.bytes - fetched >= bs);
+	pthread_mutex_unlock(&e.fk.mu);
+	CHECK_EQ_INT(bad, 0);
+	env_fini(&e);
+	alarm(0);
+}
+
 /* A small part size caps each demand GET; a 1 MiB random read spans several. */
 static void t_demand_capped_at_part(void)
 {
@@ -1023,6 +1075,7 @@ static const struct test tests[] = {
 	TEST(t_parallel_reads_one_file),
 	TEST(t_readahead_shares_max_ahead),
 	TEST(t_random_fetches_little),
+	TEST(t_small_scattered_reads_start_no_stream),
 	TEST(t_demand_capped_at_part),
 	TEST(t_tiny_budget_16_readers),
 	TEST(t_idle_file_cannot_starve),
