@@ -94,6 +94,15 @@ def prepare(port):
     return man
 
 
+def start_s3rver(port, where=None):
+    """s3rver over where (default: this bench's data) on 127.0.0.1:port, in its own
+    session."""
+    return subprocess.Popen([S3RVER, "-d", where or os.path.join(WORK, "s3rver"), "-a",
+                             "127.0.0.1", "-p", str(port), "--silent"],
+                            env=dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider"),
+                            start_new_session=True)
+
+
 def drop(what=3):
     """sync, then drop the page cache (1) or the page cache and dentries/inodes (3)."""
     subprocess.run(["sync"], check=True)
@@ -216,10 +225,7 @@ def main():
     threads = int(sys.argv[2]) if len(sys.argv) > 2 else 8
     os.makedirs(WORK, exist_ok=True)
     port = 19000 + os.getpid() % 1000
-    srv = subprocess.Popen([S3RVER, "-d", os.path.join(WORK, "s3rver"), "-a", "127.0.0.1", "-p",
-                            str(port), "--silent"],
-                           env=dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider"),
-                           start_new_session=True)
+    srv = start_s3rver(port)
     mnt = os.path.join(WORK, "mnt")
     out = ["# FUSE passthrough vs local disk (%s)" % datetime.datetime.utcnow().strftime(
         "%Y-%m-%d %H:%M UTC"), "",

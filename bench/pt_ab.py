@@ -80,10 +80,7 @@ def main():
     opts = {"A": os.environ.get("A_OPTS", "").split(), "B": os.environ.get("B_OPTS", "").split()}
     os.makedirs(pt.WORK, exist_ok=True)
     port = 19000 + os.getpid() % 1000
-    srv = subprocess.Popen([pt.S3RVER, "-d", os.path.join(pt.WORK, "s3rver"), "-a", "127.0.0.1",
-                            "-p", str(port), "--silent"],
-                           env=dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider"),
-                           start_new_session=True)
+    srv = pt.start_s3rver(port)
     mnts = {w: os.path.join(pt.WORK, "mnt-" + w.lower()) for w in bins}
     try:
         time.sleep(3)

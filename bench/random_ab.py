@@ -35,10 +35,7 @@ def main():
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 3
     secs = float(sys.argv[4]) if len(sys.argv) > 4 else 4.0
     port = 19000 + os.getpid() % 1000
-    srv = subprocess.Popen([pt.S3RVER, "-d", os.path.join(pt.WORK, "s3rver"), "-a", "127.0.0.1",
-                            "-p", str(port), "--silent"],
-                           env=dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider"),
-                           start_new_session=True)
+    srv = pt.start_s3rver(port)
     mnts = {w: os.path.join(pt.WORK, "mnt-r" + w.lower()) for w in bins}
     region = int(os.environ.get("REGION_MIB", "0")) << 20
     try:
