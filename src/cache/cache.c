@@ -668,8 +668,12 @@ static void write_complete(struct bop *op, int ok)
 		idx_remove(&c->ix, old);
 	}
 	idx_write_end(&c->ix, op->rec, op->slab_off, ok, op->id, op->data_crc, op->len);
-	if (ok && psum_wanted(c, op->len) && psum_at(c, op->rec)->pend1 == op->rec + 1)
-		psum_tag(psum_at(c, op->rec), op->rec, &c->ix.rec[op->rec]);
+	if (ok && psum_wanted(c, op->len)) {
+		struct psum *e = psum_at(c, op->rec);
+
+		if (e->pend1 == op->rec + 1)        /* still this write's sums */
+			psum_tag(e, op->rec, &c->ix.rec[op->rec]);
+	}
 	if (ok)
 		CNT_ADD(c, bytes_written, op->len);
 	publish_fill(c);
