@@ -445,6 +445,12 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 /* ---------- attributes ---------- */
 
+/* The hash an open records of the ETag it reads (| 1: 0 stays "none"). */
+static uint64_t open_etag_hash(const char *etag)
+{
+	return etag[0] ? fs_hash64(etag, strlen(etag), 0x6f70656e) | 1 : 0;
+}
+
 /* Make a file node's attributes fresh (HEAD when older than the TTL). On
  * success fills *st and, when etag is not NULL, the current ETag. */
 static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *etag,
@@ -494,11 +500,10 @@ fill:
 		*size = n->size;
 	if (keep_cache) {
 		char cur[FS_ETAG_MAX];
-		/* | 1: 0 stays "no open yet" */
 		uint64_t h;
 
 		fs_node_etag(n, cur);
-		h = cur[0] ? fs_hash64(cur, strlen(cur), 0x6f70656e) | 1 : 0;
+		h = open_etag_hash(cur);
 		*keep_cache = h && n->open_etag_hash == h;
 		n->open_etag_hash = h;
 	}
@@ -670,6 +675,7 @@ static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 	}
 	f->fh = fh;
 	f->ino = ino;
+	f->etag_hash = open_etag_hash(etag);
 	pthread_mutex_lock(&fs->lock);
 	had = fs->files[fh - 1];
 	if (!had) {
@@ -818,6 +824,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 		return -ENOMEM;
 	}
 	f->ino = ino;
+	f->etag_hash = open_etag_hash(etag);
 	if (fs->pt) {
 		/* After refresh_attrs: the ETag is the one the normal path would
 		 * pin, so a replaced object is never read from an older file. */
@@ -939,6 +946,30 @@ static void mark_stale(struct fs *fs, fuse_ino_t ino)
 	pthread_mutex_unlock(&fs->lock);
 }
 
+/*
+ * Whether a newer version of f's object has been opened since f was. That
+ * open dropped the kernel's pages of the file (keep_cache=0), and the pages
+ * are the inode's, shared by every open file: a read answered now with f's
+ * older bytes would put them back for the new version's readers, and a later
+ * open of the new version keeps them (same ETag, keep_cache=1). So f's reads
+ * end in ESTALE instead. A read the kernel sent before that open holds its
+ * pages locked, and the open's invalidation waits for them, then drops them.
+ */
+static int superseded(struct fs *fs, const struct fs_file *f)
+{
+	struct fs_node *n;
+	int r = 0;
+
+	if (!f->etag_hash)
+		return 0;
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, f->ino);
+	if (n && n->open_etag_hash && n->open_etag_hash != f->etag_hash)
+		r = 1;
+	pthread_mutex_unlock(&fs->lock);
+	return r;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -956,6 +987,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	FS_STAT_INC(fs, reads);
+	if (superseded(fs, f)) {
+		FS_STAT_INC(fs, estale);
+		if (!__atomic_exchange_n(&f->superseded_logged, 1, __ATOMIC_RELAXED))
+			log_warn(TAG, "inode %llu: a newer version was opened since this file "
+				 "was: its reads get ESTALE", (unsigned long long)ino);
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
 	/* Bytes already fetched go to the kernel straight from the segment
 	 * buffers (one writev, no copy here); others are copied into buf. */
 	pin.n = 0;

@@ -126,6 +126,8 @@ struct fs_file {
 	uint64_t fh;                    /* under a keeper: its slot's fh (keep.h) */
 	int32_t backing;                /* passthrough backing id; 0: a normal open */
 	int pt_counted;                 /* fs_pt_open counted it: fs_pt_release at the end */
+	uint64_t etag_hash;             /* of the ETag it reads (fs.c open_etag_hash); 0: none */
+	int superseded_logged;          /* its first ESTALE for a newer open was logged */
 	char *want_key;                 /* promote at release (key, NUL, ETag); NULL: no */
 	size_t want_key_len;
 	uint64_t want_size;

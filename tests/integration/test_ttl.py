@@ -1,6 +1,7 @@
 """Objects changed after mounting show up after --metadata-ttl, and bytes of two
 versions of an object are never mixed."""
 
+import errno
 import os
 import time
 
@@ -95,3 +96,35 @@ def test_replace_during_open_read_never_mixes(stub, mount):
                 outcomes.append("error %d" % e.errno)
         time.sleep(1.5)
     assert outcomes
+
+
+def test_an_older_open_file_never_puts_its_version_back(s3, new_bucket, mount):
+    """The kernel's pages of a file are shared by all its open files. Once an open
+    has read a newer version (and dropped the pages), a file opened on the older
+    version must not fill pages with the old bytes: a later open of the newer
+    version keeps those pages (same ETag) and would read old bytes from them. Its
+    reads get ESTALE instead; every later open reads only the newer version."""
+    b = new_bucket("older")
+    size = 8 << 20
+    v1 = content_for("older-v1", size)
+    v2 = content_for("older-v2", size)
+    s3.put_object(Bucket=b, Key="f.bin", Body=v1)
+    m = mount(b, "", "--metadata-ttl", "1")
+    h1 = os.open(m.p("f.bin"), os.O_RDONLY)
+    try:
+        assert os.pread(h1, 1 << 20, 0) == v1[:1 << 20]
+        s3.put_object(Bucket=b, Key="f.bin", Body=v2)
+        time.sleep(1.5)                           # past the TTL: the next open HEADs
+        h2 = os.open(m.p("f.bin"), os.O_RDONLY)
+        try:
+            assert os.pread(h2, 4096, 0) == v2[:4096]
+            with pytest.raises(OSError) as ei:
+                os.pread(h1, 4096, 1 << 20)       # not in the kernel's pages: asks feedfs
+            assert ei.value.errno == errno.ESTALE
+        finally:
+            os.close(h2)
+    finally:
+        os.close(h1)
+    assert read_all(m.p("f.bin")) == v2
+    time.sleep(1.5)
+    assert read_all(m.p("f.bin")) == v2
