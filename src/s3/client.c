@@ -419,31 +419,50 @@ static int list_req(struct s3_client *c, const char *prefix, const char *delimit
 	return 0;
 }
 
+/* A listing whose body does not parse is asked for again this many times in
+ * all (within --max-retries): a page cut inside a well-formed HTTP answer (a
+ * proxy, a server restarting) is a fault on the wire like a short body. */
+#define S3_LIST_PARSE_ATTEMPTS 3
+
 int s3_list(struct s3_client *c, const char *prefix, const char *delimiter,
 	    const char *continuation, int max_keys, struct s3_list_page *out)
 {
-	struct s3_req *r;
-	int ret;
+	int attempts = c->max_attempts < S3_LIST_PARSE_ATTEMPTS ? c->max_attempts
+								: S3_LIST_PARSE_ATTEMPTS;
 
-	memset(out, 0, sizeof(*out));
-	ret = list_req(c, prefix, delimiter, continuation, max_keys, 0, &r);
-	if (ret)
-		return ret;
-	S3_STAT_INC(c, lists);
-	ret = run_blocking(c, r);
-	if (ret == 0) {
-		ret = c->list_v1 ? s3_list_parse_v1(r->body.p, r->body.len, out)
-				 : s3_list_parse(r->body.p, r->body.len, out);
-		if (ret) {
-			S3_STAT_INC(c, errors);
-			log_err(TAG, "LIST prefix '%s': malformed ListObjects%s response "
-				"(%zu bytes, request id %s)", prefix ? prefix : "",
-				c->list_v1 ? " V1" : "V2", r->body.len,
-				r->request_id[0] ? r->request_id : "-");
+	for (int i = 1;; i++) {
+		struct s3_req *r;
+		int ret, malformed = 0;
+
+		memset(out, 0, sizeof(*out));
+		ret = list_req(c, prefix, delimiter, continuation, max_keys, 0, &r);
+		if (ret)
+			return ret;
+		S3_STAT_INC(c, lists);
+		ret = run_blocking(c, r);
+		if (ret == 0) {
+			ret = c->list_v1 ? s3_list_parse_v1(r->body.p, r->body.len, out)
+					 : s3_list_parse(r->body.p, r->body.len, out);
+			if (ret) {
+				malformed = 1;
+				log_msg(i < attempts ? LOG_WARNING : LOG_ERR, TAG,
+					"LIST prefix '%s': malformed ListObjects%s response "
+					"(%zu bytes, request id %s)%s", prefix ? prefix : "",
+					c->list_v1 ? " V1" : "V2", r->body.len,
+					r->request_id[0] ? r->request_id : "-",
+					i < attempts ? ": asked again" : "");
+				if (i < attempts) {
+					S3_STAT_INC(c, retries);
+					S3_STAT_INC(c, retries_body);
+				} else {
+					S3_STAT_INC(c, errors);
+				}
+			}
 		}
+		s3_req_free(r);
+		if (!malformed || i >= attempts)
+			return ret;
 	}
-	s3_req_free(r);
-	return ret;
 }
 
 int s3_head(struct s3_client *c, const char *key, size_t key_len, struct s3_object *out)

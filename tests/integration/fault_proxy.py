@@ -27,7 +27,9 @@ it.
 
 set_target(substring, kind, repeat=1) breaks the first `repeat` attempts of
 every request (any method) whose target (URL-decoded) contains substring, or
-for which substring, when it is a function, returns true; nothing else.
+for which substring, when it is a function, returns true; nothing else. It also
+takes the kind "cut": a well-formed answer whose body is the first half of the
+real one (its Content-Length says so), e.g. a listing's XML cut short.
 
 Every request is logged in `log` as (conn, method, target, range, fault), conn
 numbering the client connections in accept order, so a test can tell a retry
@@ -49,6 +51,7 @@ import urllib.parse
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
 KINDS = ("500", "503", "429", "reset", "short", "stall", "trickle", "range", "etag")
+TARGET_KINDS = KINDS + ("cut",)    # cut: half the body, its Content-Length says half
 
 _ERR = {
     "500": (500, "Internal Server Error", "InternalError", "We encountered an internal error."),
@@ -100,7 +103,7 @@ class FaultProxy:
             self.attempts.clear()
 
     def set_target(self, substring, kind, repeat=1):
-        assert kind in KINDS, kind
+        assert kind in TARGET_KINDS, kind
         with self.lock:
             self.kind, self.rate, self.repeat = kind, 1.0, repeat
             self.mix, self.target = None, substring
@@ -309,6 +312,8 @@ class FaultProxy:
                     v = "bytes 0-0/1"
             out.append("%s: %s\r\n" % (k, v))
         no_body = method == "HEAD" or resp.status in (204, 304)
+        if fault == "cut":
+            data = data[:len(data) // 2]
         length = resp.getheader("Content-Length") if method == "HEAD" else str(len(data))
         head = ("HTTP/1.1 %d %s\r\n" % (resp.status, resp.reason) + "".join(out) +
                 ("Content-Length: %s\r\n" % length if length is not None else "") +
