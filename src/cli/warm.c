@@ -55,7 +55,7 @@ static int add_file(struct wjob *j, const char *abs, size_t root_len, uint64_t s
 
 	while (*rel == '/')
 		rel++;
-	if (!*rel || strchr(rel, '\n'))
+	if (!*rel)
 		return 0;
 	if (j->nfiles == j->cap) {
 		size_t nc = j->cap ? j->cap * 2 : 256;

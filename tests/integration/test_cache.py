@@ -286,3 +286,25 @@ def test_bdi_readahead_raised_as_root(mount, bucket, tmp_path):
             break
         time.sleep(0.05)
     assert kb >= 1024
+
+
+def test_warm_takes_every_name_a_key_can_have(mount, s3, new_bucket, proxy, tmp_path):
+    """The control socket's W verb carries the path's length, so names with a newline,
+    a tab or CJK characters are warmed like any other (given alone, and found by a
+    walk): every byte is then read from the cache, with no GET."""
+    b = new_bucket("warmnames")
+    names = ["nl/a\nb.bin", "nl/tab\there.bin", "nl/数据 集.bin", "nl/plain.bin"]
+    for k in names:
+        s3.put_object(Bucket=b, Key=k, Body=content_for(k, 3 * MIB + 5))
+    m = mount(b, "", "--cache-dir", str(tmp_path / "cache"), *BS, "--hedge-budget", "0",
+              endpoint=proxy.url)
+    cp = subprocess.run([m.binary, "warm", m.p(names[0])], capture_output=True, timeout=120)
+    assert cp.returncode == 0 and b"1/1 files" in cp.stdout, (cp.stdout, cp.stderr)
+    cp = subprocess.run([m.binary, "warm", m.p("nl")], capture_output=True, timeout=120)
+    assert cp.returncode == 0 and b"4/4 files" in cp.stdout, (cp.stdout, cp.stderr)
+    proxy.reset()
+    for k in names:
+        with open(m.p(k), "rb") as f:
+            assert sha256(f.read()) == sha256(content_for(k, 3 * MIB + 5)), k
+    assert proxy.gets() == 0, proxy.get_paths
+    umount(m)
