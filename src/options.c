@@ -75,6 +75,10 @@ static int set_debug(struct options *o, const char *arg, char *msg, size_t msg_l
 {
 	o->debug = 1;
 	o->foreground = 1;
+	/* libfuse logs each request at debug level: without this the log's
+	 * level (info) drops them. An explicit --log-level still wins. */
+	if (!o->log_level_set)
+		o->log_level = LOG_DEBUG;
 	return 0;
 }
 
@@ -310,7 +314,7 @@ static const struct opt_spec opt_specs[] = {
 	{ .name = "foreground", .short_name = 'f', .kind = OPT_FLAG, .off = AT(foreground),
 	  .help = "stay in the foreground" },
 	{ .name = "debug", .short_name = 'd', .kind = OPT_FN, .handler = set_debug,
-	  .help = "print every FUSE request (implies -f)" },
+	  .help = "print every FUSE request (implies -f and, without --log-level, debug)" },
 	{ .name = "help", .short_name = 'h', .kind = OPT_HELP,
 	  .help = "print this help and exit" },
 	{ .name = "version", .kind = OPT_VERSION,

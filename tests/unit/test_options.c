@@ -343,6 +343,26 @@ static void t_defaults(void)
 	options_free(&o);
 }
 
+/* -d prints every FUSE request: libfuse logs them at debug level, so -d
+ * raises the log level, unless --log-level says otherwise (either order). */
+static void t_debug_logs_requests(void)
+{
+	struct argv_buf b;
+	struct options o;
+	char msg[256];
+
+	CHECK_EQ_INT(parse(&b, "-d b /m", &o, msg, sizeof(msg)), 0);
+	CHECK_EQ_INT(o.debug + o.foreground, 2);
+	CHECK_EQ_INT(o.log_level, LOG_DEBUG);
+	options_free(&o);
+	CHECK_EQ_INT(parse(&b, "--log-level warn -d b /m", &o, msg, sizeof(msg)), 0);
+	CHECK_EQ_INT(o.log_level, LOG_WARNING);
+	options_free(&o);
+	CHECK_EQ_INT(parse(&b, "-d --log-level error b /m", &o, msg, sizeof(msg)), 0);
+	CHECK_EQ_INT(o.log_level, LOG_ERR);
+	options_free(&o);
+}
+
 static void t_sources(void)
 {
 	static const struct { const char *line; int store; const char *bucket, *prefix; } cases[] = {
@@ -561,7 +581,7 @@ static void t_repeated_calls(void)
 
 static const struct test tests[] = {
 	TEST(t_accept_every_option), TEST(t_accept_cases_cover_the_table),
-	TEST(t_reject_every_rule), TEST(t_metrics_addr), TEST(t_defaults), TEST(t_sources),
+	TEST(t_reject_every_rule), TEST(t_metrics_addr), TEST(t_defaults), TEST(t_debug_logs_requests), TEST(t_sources),
 	TEST(t_relative_cache_dir), TEST(t_env_defaults), TEST(t_help_version_codes),
 	TEST(t_help_names_every_option), TEST(t_man_page_names_every_option),
 	TEST(t_version_line), TEST(t_repeated_calls), { 0 },
