@@ -182,11 +182,9 @@ static int server_ended(struct keeper *kp, int status, int *rc)
 		return 0;
 	}
 	if (WIFSIGNALED(status))
-		log_err(TAG, "server %d killed by signal %d: a successor takes the mount over",
-			dead, WTERMSIG(status));
+		log_err(TAG, "server %d killed by signal %d", dead, WTERMSIG(status));
 	else
-		log_err(TAG, "server %d exited %d without unmounting: a successor takes the "
-			"mount over", dead, WEXITSTATUS(status));
+		log_err(TAG, "server %d exited %d without unmounting", dead, WEXITSTATUS(status));
 	if (crash_loop(kp)) {
 		log_err(TAG, "server died %d times within %d s: no more restarts; the mount "
 			"answers EIO until it is unmounted (fusermount3 -u %s)", KEEP_CRASH_MAX,
@@ -195,8 +193,11 @@ static int server_ended(struct keeper *kp, int status, int *rc)
 		*rc = 1;
 		return 0;
 	}
-	if (recent_deaths(kp) > 1)          /* back off a loop: 0, 1, 2, 3 s */
+	if (recent_deaths(kp) > 1) {        /* back off a loop: 0, 1, 2, 3 s */
+		log_warn(TAG, "%d deaths within %d s: the successor starts in %d s",
+			 recent_deaths(kp), KEEP_CRASH_WINDOW_S, recent_deaths(kp) - 1);
 		sleep(recent_deaths(kp) - 1);
+	}
 	kp->takeovers++;
 	kp->pid = spawn_successor(kp);
 	if (kp->pid < 0) {

@@ -188,6 +188,9 @@ def test_crash_loop_stops_with_eio_not_a_hang(mount, kbucket):
     assert ei.value.errno == errno.EIO
     log = open(m.log, errors="replace").read()
     assert log.count("no more restarts") == 1, log[-2000:]
+    # every successor the log announces was started; the last death starts none
+    assert log.count("successor ") - log.count("successor starts in") == \
+        log.count(" started (takeover"), log[-2000:]
 
 
 def test_no_keeper_is_one_process(mount, kbucket):
