@@ -955,17 +955,52 @@ static void mark_stale(struct fs *fs, fuse_ino_t ino)
  * end in ESTALE instead. A read the kernel sent before that open holds its
  * pages locked, and the open's invalidation waits for them, then drops them.
  */
-static int superseded(struct fs *fs, const struct fs_file *f)
+static int superseded_locked(struct fs *fs, const struct fs_file *f)
 {
 	struct fs_node *n;
-	int r = 0;
 
 	if (!f->etag_hash)
 		return 0;
-	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, f->ino);
-	if (n && n->open_etag_hash && n->open_etag_hash != f->etag_hash)
-		r = 1;
+	return n && n->open_etag_hash && n->open_etag_hash != f->etag_hash;
+}
+
+/*
+ * A read that failed after its retries is remembered for a moment: the
+ * kernel reads the first page of a failed readahead again at once, and that
+ * request would run a second chain of attempts for the same error (twice
+ * --max-retries, twice the wait). Errors an application caused (EINTR) or
+ * that stay anyway (ESTALE) are not kept.
+ */
+#define FS_READ_FAIL_KEEP_NS 1000000000ull
+
+static int fail_kept(int err)
+{
+	return err == -EIO || err == -ETIMEDOUT || err == -EACCES || err == -ENOENT;
+}
+
+static void fail_note(struct fs *fs, struct fs_file *f, uint64_t off, size_t size, int err)
+{
+	pthread_mutex_lock(&fs->lock);
+	f->fail_off = off;
+	f->fail_end = off + size;
+	f->fail_err = err;
+	f->fail_ns = stats_now_ns();
+	pthread_mutex_unlock(&fs->lock);
+}
+
+/* What a read of f must answer before any work: 0, or -errno. */
+static int read_early(struct fs *fs, const struct fs_file *f, uint64_t off, size_t size,
+		      uint64_t now)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&fs->lock);
+	if (superseded_locked(fs, f))
+		r = -ESTALE;
+	else if (f->fail_err && now - f->fail_ns < FS_READ_FAIL_KEEP_NS &&
+		 off < f->fail_end && off + size > f->fail_off)
+		r = f->fail_err;
 	pthread_mutex_unlock(&fs->lock);
 	return r;
 }
@@ -987,12 +1022,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	FS_STAT_INC(fs, reads);
-	if (superseded(fs, f)) {
+	r = read_early(fs, f, (uint64_t)off, size, t0);
+	if (r == -ESTALE) {
 		FS_STAT_INC(fs, estale);
 		if (!__atomic_exchange_n(&f->superseded_logged, 1, __ATOMIC_RELAXED))
 			log_warn(TAG, "inode %llu: a newer version was opened since this file "
 				 "was: its reads get ESTALE", (unsigned long long)ino);
-		fuse_reply_err(req, ESTALE);
+	}
+	if (r < 0) {
+		fuse_reply_err(req, (int)-r);
 		return;
 	}
 	/* Bytes already fetched go to the kernel straight from the segment
@@ -1000,6 +1038,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pin.n = 0;
 	r = size ? rd_read_iov(f->rd, (uint64_t)off, size, buf, iov, &niov, &pin) : 0;
 	if (r < 0) {
+		if (fail_kept((int)r))
+			fail_note(fs, f, (uint64_t)off, size, (int)r);
 		if (r == -ESTALE) {
 			mark_stale(fs, ino);
 			log_warn(TAG, "object of inode %llu changed while open: ESTALE",

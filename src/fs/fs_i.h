@@ -128,6 +128,9 @@ struct fs_file {
 	int pt_counted;                 /* fs_pt_open counted it: fs_pt_release at the end */
 	uint64_t etag_hash;             /* of the ETag it reads (fs.c open_etag_hash); 0: none */
 	int superseded_logged;          /* its first ESTALE for a newer open was logged */
+	uint64_t fail_off, fail_end;    /* the last read that failed (fs.c fail_note), */
+	uint64_t fail_ns;               /* when, and with what; under fs->lock */
+	int fail_err;
 	char *want_key;                 /* promote at release (key, NUL, ETag); NULL: no */
 	size_t want_key_len;
 	uint64_t want_size;

@@ -389,3 +389,27 @@ def test_a_listing_page_cut_short_is_asked_for_again(mount, fproxy, s3):
     assert after["errors"] == before["errors"], after
     with open(m.p("d/e/k1049"), "rb") as f:
         assert f.read() == keys["d/e/k1049"]
+
+
+def test_a_read_that_fails_costs_one_chain_of_attempts(mount, fproxy, rbucket):
+    """A read whose GET fails every attempt gets EIO after --max-retries attempts,
+    once: the kernel asks again for the first page of a failed readahead at once,
+    and that second request must not start a second chain of attempts (twice the
+    wait for the same EIO)."""
+    import errno
+    bucket, data = rbucket
+    key = "r/s05.bin"
+    m = mount(bucket, "", *ARGS, "--max-retries", "2", "--hedge-budget", "0",
+              endpoint=fproxy.url)
+    assert os.path.getsize(m.p(key)) == len(data[key])
+    fproxy.set_target(key, "500", repeat=1000)
+    n_log = len(fproxy.log)
+    with pytest.raises(OSError) as ei:
+        with open(m.p(key), "rb") as f:
+            f.read()
+    assert ei.value.errno == errno.EIO
+    gets = [e for e in fproxy.log[n_log:] if e[1] == "GET" and e[3]]
+    fproxy.clear()
+    assert len(gets) == 2, gets
+    with open(m.p(key), "rb") as f:                  # and the error is not kept
+        assert f.read() == data[key]
