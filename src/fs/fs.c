@@ -882,19 +882,35 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 	return f->backing;
 }
 
+/* An open that failed after refresh_attrs noted its ETag for keep_cache, but
+ * the kernel dropped no pages for it: the next open must drop them. */
+static void open_failed(struct fs *fs, fuse_ino_t ino)
+{
+	struct fs_node *n;
+
+	pthread_mutex_lock(&fs->lock);
+	n = fs_inodes_get(&fs->inodes, ino);
+	if (n)
+		n->open_etag_hash = 0;
+	pthread_mutex_unlock(&fs->lock);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int r = do_open(req_fs(req), ino, fi), e;
 
 	if (r < 0) {
+		open_failed(req_fs(req), ino);
 		fuse_reply_err(req, -r);
 		return;
 	}
 	fs_pt_reply_begin(r);               /* the seam patches this reply (passthrough.c) */
 	e = fuse_reply_open(req, fi);
 	fs_pt_reply_end();
-	if (e == -ENOENT)
-		file_release(req_fs(req), fi->fh);      /* interrupted open */
+	if (e == -ENOENT) {                         /* interrupted open */
+		file_release(req_fs(req), fi->fh);
+		open_failed(req_fs(req), ino);
+	}
 }
 
 /*
