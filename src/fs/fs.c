@@ -963,25 +963,6 @@ static void mark_stale(struct fs *fs, fuse_ino_t ino)
 }
 
 /*
- * Whether a newer version of f's object has been opened since f was. That
- * open dropped the kernel's pages of the file (keep_cache=0), and the pages
- * are the inode's, shared by every open file: a read answered now with f's
- * older bytes would put them back for the new version's readers, and a later
- * open of the new version keeps them (same ETag, keep_cache=1). So f's reads
- * end in ESTALE instead. A read the kernel sent before that open holds its
- * pages locked, and the open's invalidation waits for them, then drops them.
- */
-static int superseded_locked(struct fs *fs, const struct fs_file *f)
-{
-	struct fs_node *n;
-
-	if (!f->etag_hash)
-		return 0;
-	n = fs_inodes_get(&fs->inodes, f->ino);
-	return n && n->open_etag_hash && n->open_etag_hash != f->etag_hash;
-}
-
-/*
  * A read that failed after its retries is remembered for a moment: the
  * kernel reads the first page of a failed readahead again at once, and that
  * request would run a second chain of attempts for the same error (twice
@@ -1005,14 +986,26 @@ static void fail_note(struct fs *fs, struct fs_file *f, uint64_t off, size_t siz
 	pthread_mutex_unlock(&fs->lock);
 }
 
-/* What a read of f must answer before any work: 0, or -errno. */
+/*
+ * What a read of f must answer before any work: 0, or -errno.
+ *
+ * ESTALE when a newer version of f's object has been opened since f was. That
+ * open dropped the kernel's pages of the file (keep_cache=0), and the pages
+ * are the inode's, shared by every open file: a read answered now with f's
+ * older bytes would put them back for the new version's readers, and a later
+ * open of the new version keeps them (same ETag, keep_cache=1). A read the
+ * kernel sent before that open holds its pages locked, and the open's
+ * invalidation waits for them, then drops them.
+ */
 static int read_early(struct fs *fs, const struct fs_file *f, uint64_t off, size_t size,
 		      uint64_t now)
 {
+	struct fs_node *n;
 	int r = 0;
 
 	pthread_mutex_lock(&fs->lock);
-	if (superseded_locked(fs, f))
+	n = f->etag_hash ? fs_inodes_get(&fs->inodes, f->ino) : NULL;
+	if (n && n->open_etag_hash && n->open_etag_hash != f->etag_hash)
 		r = -ESTALE;
 	else if (f->fail_err && now - f->fail_ns < FS_READ_FAIL_KEEP_NS &&
 		 off < f->fail_end && off + size > f->fail_off)

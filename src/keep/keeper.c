@@ -170,7 +170,7 @@ static void answer_eio(struct keeper *kp)
 static int server_ended(struct keeper *kp, int status, int *rc)
 {
 	int clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-	int dead = (int)kp->pid;
+	int dead = (int)kp->pid, deaths;
 
 	kp->pid = 0;
 	*rc = clean ? 0 : WIFEXITED(status) ? WEXITSTATUS(status) : 1;
@@ -193,10 +193,11 @@ static int server_ended(struct keeper *kp, int status, int *rc)
 		*rc = 1;
 		return 0;
 	}
-	if (recent_deaths(kp) > 1) {        /* back off a loop: 0, 1, 2, 3 s */
+	deaths = recent_deaths(kp);
+	if (deaths > 1) {                   /* back off a loop: 0, 1, 2, 3 s */
 		log_warn(TAG, "%d deaths within %d s: the successor starts in %d s",
-			 recent_deaths(kp), KEEP_CRASH_WINDOW_S, recent_deaths(kp) - 1);
-		sleep(recent_deaths(kp) - 1);
+			 deaths, KEEP_CRASH_WINDOW_S, deaths - 1);
+		sleep(deaths - 1);
 	}
 	kp->takeovers++;
 	kp->pid = spawn_successor(kp);
