@@ -470,10 +470,46 @@ def gpu_available():
     return _no_gpu_reason() is None
 
 
+_cu = None      # libcuda.so.1 once loaded; False when this process has none
+
+
+def _driver():
+    """The CUDA driver library, or None. Only the driver is asked (it is where
+    a GPU is): a second libcudart would be a second runtime in the process."""
+    global _cu
+    if _cu is None:
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            lib.cuMemGetAddressRange_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64),
+                                                    ctypes.POINTER(ctypes.c_size_t),
+                                                    ctypes.c_uint64]
+            lib.cuIpcGetMemHandle.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+            _cu = lib
+        except (OSError, AttributeError):
+            _cu = False
+    return _cu or None
+
+
 def _ipc_handle(t):
     """(64-byte handle, byte offset) of a torch CUDA tensor's allocation, or
     None when it cannot be exported (expandable segments export only file
-    descriptors; other allocators none at all)."""
+    descriptors; other allocators none at all).
+
+    The driver is asked first: the allocation that holds the tensor's first
+    byte (cuMemGetAddressRange), and its legacy IPC handle; memory from the
+    virtual memory API (expandable segments) has none. Where the driver calls
+    fail (no current context on this thread), torch's own export is parsed:
+    torch < 2.2 gives the 64 bytes alone, later versions prefix them with a
+    version byte and the kind b"c" (b"e" for an expandable segment)."""
+    cu = _driver()
+    if cu is not None:
+        ptr = t.data_ptr()
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        h = (ctypes.c_uint8 * 64)()
+        if cu.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ptr) == 0:
+            if cu.cuIpcGetMemHandle(h, base.value) == 0:
+                return bytes(h), ptr - base.value
+            return None
     try:
         # torch >= 2.0: untyped_storage(); 1.x: the typed storage's own.
         st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
@@ -482,7 +518,11 @@ def _ipc_handle(t):
         return None
     # (device, handle, storage size, storage offset bytes, ...)
     handle, off = share[1], share[3]
-    if not isinstance(handle, (bytes, bytearray)) or len(handle) != 64:
+    if not isinstance(handle, (bytes, bytearray)):
+        return None
+    if len(handle) > 64 and handle[-65:-64] == b"c":
+        handle = handle[-64:]
+    if len(handle) != 64:
         return None
     return bytes(handle), off + t.storage_offset() * t.element_size()
 
