@@ -215,7 +215,7 @@ static void teardown(struct running *r)
 	if (r->se)
 		fuse_session_destroy(r->se);
 	if (r->fs)
-		fs_close_open_files(r->fs);
+		fs_close_open_handles(r->fs);
 	stats_log(&r->reg);
 	/* No ioctl (the session is gone) nor channel (ctl is) can reach it. */
 	gpu_destroy(r->gpu);

@@ -123,8 +123,11 @@ void fs_set_opened(struct fs *fs, fs_opened_fn fn, void *arg);
 struct gpu;
 void fs_set_gpu(struct fs *fs, struct gpu *g);
 
-/* Close the handles the kernel never released (unmount with files open). */
-void fs_close_open_files(struct fs *fs);
+/* Close the file and directory handles the kernel never released: an
+ * unmount with handles open, or releases still queued when the session ended
+ * (they are sent in the background and may come after the unmount). Adopted
+ * handles (a successor's) included. */
+void fs_close_open_handles(struct fs *fs);
 
 /* The ops table; pass fs as userdata to fuse_session_new(). */
 const struct fuse_lowlevel_ops *fs_lowlevel_ops(void);

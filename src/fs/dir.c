@@ -89,6 +89,7 @@ struct fs_dirh {
 	char *token;                /* next continuation token; NULL before the first page */
 	int done;                   /* l is complete */
 	int64_t rdc_ms;             /* a lazy handle: the generation the kernel caches */
+	struct fs_dirh *prev, *next; /* fs->open_dirs, under fs->lock, once published */
 };
 
 static struct fs *req_fs(fuse_req_t req)
@@ -106,6 +107,44 @@ static void dirh_free(struct fs_dirh *dh)
 	free(dh->path);
 	free(dh->prefix);
 	free(dh);
+}
+
+/* dh is the kernel's now (fs->lock held): track it, so that a handle the
+ * kernel never releases is still freed at exit (fs_close_open_dirs). */
+static void open_dirs_add_locked(struct fs *fs, struct fs_dirh *dh)
+{
+	dh->prev = NULL;
+	dh->next = fs->open_dirs;
+	if (fs->open_dirs)
+		fs->open_dirs->prev = dh;
+	fs->open_dirs = dh;
+}
+
+static void open_dirs_del_locked(struct fs *fs, struct fs_dirh *dh)
+{
+	if (dh->prev)
+		dh->prev->next = dh->next;
+	else
+		fs->open_dirs = dh->next;
+	if (dh->next)
+		dh->next->prev = dh->prev;
+	dh->prev = dh->next = NULL;
+}
+
+void fs_close_open_dirs(struct fs *fs)
+{
+	struct fs_dirh *dh;
+
+	pthread_mutex_lock(&fs->lock);
+	for (unsigned i = 0; fs->dirs && i < KEEP_SLOTS; i++)
+		__atomic_store_n(&fs->dirs[i], NULL, __ATOMIC_RELEASE);
+	while ((dh = fs->open_dirs) != NULL) {
+		open_dirs_del_locked(fs, dh);
+		pthread_mutex_unlock(&fs->lock);
+		dirh_free(dh);
+		pthread_mutex_lock(&fs->lock);
+	}
+	pthread_mutex_unlock(&fs->lock);
 }
 
 /* Fill dh's path, prefix and parent from node ino (fs->lock held). */
@@ -295,7 +334,12 @@ static void dir_release(struct fs *fs, uint64_t fh)
 	struct fs_dirh *dh;
 
 	if (!fs->keep) {
-		dirh_free((struct fs_dirh *)(uintptr_t)fh);
+		dh = (struct fs_dirh *)(uintptr_t)fh;
+		pthread_mutex_lock(&fs->lock);
+		if (dh)
+			open_dirs_del_locked(fs, dh);
+		pthread_mutex_unlock(&fs->lock);
+		dirh_free(dh);
 		return;
 	}
 	if (fh == 0 || fh > KEEP_SLOTS)
@@ -303,6 +347,8 @@ static void dir_release(struct fs *fs, uint64_t fh)
 	pthread_mutex_lock(&fs->lock);
 	dh = fs->dirs[fh - 1];
 	__atomic_store_n(&fs->dirs[fh - 1], NULL, __ATOMIC_RELEASE);
+	if (dh)
+		open_dirs_del_locked(fs, dh);
 	pthread_mutex_unlock(&fs->lock);
 	keep_handle_close(fs->keep, fh);
 	if (dh)
@@ -330,8 +376,10 @@ static struct fs_dirh *dir_of(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 		return NULL;
 	pthread_mutex_lock(&fs->lock);
 	had = fs->dirs[fh - 1];
-	if (!had)
+	if (!had) {
 		__atomic_store_n(&fs->dirs[fh - 1], dh, __ATOMIC_RELEASE);
+		open_dirs_add_locked(fs, dh);
+	}
 	pthread_mutex_unlock(&fs->lock);
 	if (had) {
 		dirh_free(dh);
@@ -367,9 +415,13 @@ void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 		pthread_mutex_lock(&fs->lock);
 		__atomic_store_n(&fs->dirs[fh - 1], dh, __ATOMIC_RELEASE);
+		open_dirs_add_locked(fs, dh);
 		pthread_mutex_unlock(&fs->lock);
 		fi->fh = (uint64_t)fh;
 	} else {
+		pthread_mutex_lock(&fs->lock);
+		open_dirs_add_locked(fs, dh);
+		pthread_mutex_unlock(&fs->lock);
 		fi->fh = (uintptr_t)dh;
 	}
 	if (fuse_reply_open(req, fi) == -ENOENT)

@@ -587,8 +587,9 @@ static void open_files_del(struct fs *fs, struct fs_file *f)
 	pthread_mutex_unlock(&fs->lock);
 }
 
-void fs_close_open_files(struct fs *fs)
+void fs_close_open_handles(struct fs *fs)
 {
+	fs_close_open_dirs(fs);
 	for (;;) {
 		struct fs_file *f;
 

@@ -168,6 +168,7 @@ struct fs {
 	/* Open handles, so that an unmount with files still open (the kernel
 	 * sends no release then) closes them before the budget goes away. */
 	struct fs_file open_files;
+	struct fs_dirh *open_dirs;      /* the same for directories (dir.c) */
 	struct fs_order_dir order[FS_ORDER_DIRS];
 	/* Under a keeper (keep.h; fs_set_keep): fi->fh is a slot of the shared
 	 * region, and these say what each slot's handle is in this process
@@ -314,6 +315,8 @@ void fs_order_opened(struct fs *fs, fuse_ino_t ino);
 
 /* ---- dir.c: directory handles, for fs.c's ops table ---- */
 void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* Free every directory handle the kernel never released (dir.c). */
+void fs_close_open_dirs(struct fs *fs);
 void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		   struct fuse_file_info *fi);
 void fs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

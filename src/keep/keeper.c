@@ -166,6 +166,17 @@ static void answer_eio(struct keeper *kp)
 	free(buf);
 }
 
+/* The kernel ended the connection (an unmount, or an abort through
+ * /sys/fs/fuse/connections): /dev/fuse then polls POLLERR. A server that
+ * ends after that ended with the mount, whatever its status: no successor
+ * could serve anything. */
+static int mount_gone(const struct keeper *kp)
+{
+	struct pollfd p = { .fd = kp->fuse_fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
 /* The server ended. 1: a successor runs now; 0: done, *rc is the exit status. */
 static int server_ended(struct keeper *kp, int status, int *rc)
 {
@@ -179,6 +190,15 @@ static int server_ended(struct keeper *kp, int status, int *rc)
 		 * ends the connection, as the server's own close did before. */
 		if (!clean && kp->fuse_fd >= 0 && kp->stopping)
 			log_warn(TAG, "server died while stopping (status 0x%x)", status);
+		return 0;
+	}
+	if (mount_gone(kp)) {
+		if (WIFSIGNALED(status))
+			log_warn(TAG, "server %d killed by signal %d after the mount was gone: "
+				 "no successor", dead, WTERMSIG(status));
+		else
+			log_warn(TAG, "server %d exited %d after the mount was gone: no successor",
+				 dead, WEXITSTATUS(status));
 		return 0;
 	}
 	if (WIFSIGNALED(status))

@@ -29,6 +29,7 @@ import re
 import shlex
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -154,13 +155,29 @@ def unmount(path, pids, timeout=UMOUNT_TIMEOUT_S):
     return problems
 
 
-def san_reports():
-    """{name: path} of every non-empty report file in $FEEDFS_SAN_LOG_DIR."""
-    if not SAN_LOG_DIR or not os.path.isdir(SAN_LOG_DIR):
-        return {}
+SAN_ENV = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS")
+
+
+def san_scoped(argv, env, d):
+    """argv and env with every report path that run.sh pointed at
+    $FEEDFS_SAN_LOG_DIR (the sanitizers' log_path=, valgrind's --log-file=)
+    moved into the directory d: reports then name the test whose daemon wrote
+    them. Successors inherit both (the keeper execs the same argv and env)."""
+    top = SAN_LOG_DIR.rstrip("/") + "/"
+    env = dict(env)
+    for k in SAN_ENV:
+        v = env.get(k, os.environ.get(k))
+        if v:
+            env[k] = v.replace("log_path=" + top, "log_path=%s/" % d)
+    argv = [a.replace("--log-file=" + top, "--log-file=%s/" % d) for a in argv]
+    return argv, env
+
+
+def san_reports(d):
+    """{name: path} of every non-empty report file in directory d."""
     out = {}
-    for n in os.listdir(SAN_LOG_DIR):
-        p = os.path.join(SAN_LOG_DIR, n)
+    for n in os.listdir(d) if os.path.isdir(d) else ():
+        p = os.path.join(d, n)
         if os.path.getsize(p) > 0:
             out[n] = p
     return out
@@ -248,7 +265,7 @@ class Mounter:
         self.n = 0                      # names mnt<n>, feedfs<n>.log; under lock
         self.lock = threading.Lock()
         request.node.feedfs_logs = getattr(request.node, "feedfs_logs", [])
-        self.before = set(san_reports())
+        self.san_dirs = []              # this test's report directories; under lock
         self.done = threading.Event()
         self.hung = False
         self.watching = False
@@ -294,10 +311,11 @@ class Mounter:
         binary = binary or self.binary
         mnt, log = self._paths(mnt)
         self._watch()
+        argv, env = self._scoped(mount_argv(binary, source, mnt, log, args),
+                                 s3rver_env() if env is None else env)
         t0 = time.monotonic()
-        cp = subprocess.run(mount_argv(binary, source, mnt, log, args), capture_output=True,
-                            text=text, timeout=MOUNT_TIMEOUT_S, stdin=subprocess.DEVNULL,
-                            env=s3rver_env() if env is None else env)
+        cp = subprocess.run(argv, capture_output=True, text=text, timeout=MOUNT_TIMEOUT_S,
+                            stdin=subprocess.DEVNULL, env=env)
         secs = time.monotonic() - t0
         mounted = cp.returncode == 0 and is_mounted(mnt)
         if mounted:
@@ -319,9 +337,21 @@ class Mounter:
         """`feedfs ARGS`, a command that does not mount, under the same wrapper;
         returns the CompletedProcess."""
         self._watch()
-        return subprocess.run(WRAP + [self.binary] + list(args), capture_output=True, text=text,
-                              timeout=timeout, stdin=subprocess.DEVNULL,
-                              env=s3rver_env() if env is None else env)
+        argv, env = self._scoped(WRAP + [self.binary] + list(args),
+                                 s3rver_env() if env is None else env)
+        return subprocess.run(argv, capture_output=True, text=text, timeout=timeout,
+                              stdin=subprocess.DEVNULL, env=env)
+
+    def _scoped(self, argv, env):
+        """argv, env writing their sanitizer reports into a directory of this
+        test's own (san_scoped); unchanged outside the sanitizer passes."""
+        if not SAN_LOG_DIR:
+            return argv, env
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.request.node.nodeid)[-100:]
+        d = tempfile.mkdtemp(prefix=name + ".", dir=SAN_LOG_DIR)
+        with self.lock:
+            self.san_dirs.append(d)
+        return san_scoped(argv, env, d)
 
     def find(self, path):
         with self.lock:
@@ -348,11 +378,10 @@ class Mounter:
             left, self.mounted = self.mounted, []
         for m in reversed(left):
             problems += unmount(m.path, m.pids)
-        for name, path in sorted(san_reports().items()):
-            if name in self.before:
-                continue
-            with open(path, errors="replace") as f:
-                problems.append("sanitizer report %s:\n%s" % (name, f.read()[-6000:]))
+        for d in self.san_dirs:
+            for name, path in sorted(san_reports(d).items()):
+                with open(path, errors="replace") as f:
+                    problems.append("sanitizer report %s:\n%s" % (name, f.read()[-6000:]))
         return problems
 
 
