@@ -367,9 +367,9 @@ def stats(mountpoint: StrPath, timeout: float = TIMEOUT_S) -> Dict[str, Any]:
 def __getattr__(name: str) -> Any:
     # `import feedfs; feedfs.torch.OrderedSampler(...)` without importing
     # torch (or feedfs.torch) on `import feedfs`.
-    if name == "torch":
+    if name in ("torch", "paddle", "order", "datasets"):
         import importlib
-        return importlib.import_module(__name__ + ".torch")
+        return importlib.import_module(__name__ + "." + name)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
