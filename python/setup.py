@@ -5,22 +5,23 @@ ctypes, so any CPython 3 on that platform can use it. Without the library the
 wheel is pure (py3-none-any)."""
 import os
 
-from setuptools import setup
+from setuptools import Distribution, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-cmdclass = {}
+options = {}
 if os.path.exists(os.path.join(HERE, "feedfs", "libfeedfs.so.1")):
     from wheel.bdist_wheel import bdist_wheel
 
-    class BdistWheelPlatform(bdist_wheel):
-        def finalize_options(self):
-            super().finalize_options()
-            self.root_is_pure = False
+    class PlatformDistribution(Distribution):
+        # A binary inside: the wheel's root is platlib, its tag has a platform.
+        def has_ext_modules(self):
+            return True
 
+    class BdistWheelPlatform(bdist_wheel):
         def get_tag(self):
             _, _, plat = super().get_tag()
             return "py3", "none", plat
 
-    cmdclass["bdist_wheel"] = BdistWheelPlatform
+    options = {"distclass": PlatformDistribution, "cmdclass": {"bdist_wheel": BdistWheelPlatform}}
 
-setup(cmdclass=cmdclass)
+setup(**options)

@@ -1,5 +1,34 @@
 """feedfs — talk to a running feedfs mount from Python (standard library only).
 
+feedfs mounts an S3 bucket read-only (FUSE). This package makes training
+loops read it fast: it tells the mount the order in which the loader will
+open files, so the daemon fetches them ahead of the readers, and it reads
+samples and whole batches. `import feedfs` imports neither torch nor paddle.
+
+  feedfs.torch.FolderDataset(root, transform=None)    items (sample, class_index),
+                                  classes as torchvision's ImageFolder
+  feedfs.torch.ListDataset(paths, labels=None, transform=None)   the same from a
+                                  list; ListDataset.from_file(label_file)
+  feedfs.torch.OrderedSampler(sampler)      sampler= of a DataLoader: each epoch's
+                                  order goes to the mount (paths from the dataset)
+  feedfs.torch.OrderedBatchSampler(batch_sampler)   the same for batch samplers;
+                                  feedfs.paddle has it for paddle.io, no paddle import
+  send_order(mountpoint, paths), clear_order(mountpoint), stats(mountpoint)
+                                  the control socket by hand
+  read_into, read_to_device, load_batch, collate, FileDataset
+                                  the device-feed path (docs/DEVICE.md)
+  __version__                     the daemon's version (feedfs --version)
+
+Typed (py.typed). docs/PYTHON.md in the feedfs source tree has one complete
+example per framework (PyTorch, a Paddle batch sampler, plain Python), what
+resuming (state_dict) and Lightning need, and the errors.
+
+    import feedfs.torch
+    from torch.utils.data import DataLoader, RandomSampler
+    ds = feedfs.torch.FolderDataset("/mnt/data/train", transform=decode)
+    loader = DataLoader(ds, batch_size=256, num_workers=8,
+                        sampler=feedfs.torch.OrderedSampler(RandomSampler(ds)))
+
 DESIGN
 Every feedfs mount has a control socket (include/feedfs/ctl.h): a unix stream
 socket at ctl_socket_path(mount point), only the daemon's uid may connect.

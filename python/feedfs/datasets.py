@@ -34,6 +34,7 @@ from . import StrPath
 __all__ = ["FolderDataset", "ListDataset", "UNLABELED"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 # The class index of a ListDataset item that has no label.
 UNLABELED = -1
@@ -162,17 +163,17 @@ class ListDataset(_Files[T]):
     @overload
     @classmethod
     def from_file(cls, list_file: StrPath, root: Optional[StrPath],
-                  transform: Callable[[bytes], T]) -> ListDataset[T]: ...
+                  transform: Callable[[bytes], U]) -> ListDataset[U]: ...
 
     @overload
     @classmethod
     def from_file(cls, list_file: StrPath, *,
-                  transform: Callable[[bytes], T]) -> ListDataset[T]: ...
+                  transform: Callable[[bytes], U]) -> ListDataset[U]: ...
 
     @classmethod
     def from_file(cls, list_file: StrPath, root: Optional[StrPath] = None,
-                  transform: Optional[Callable[[bytes], T]] = None
-                  ) -> Union[ListDataset[bytes], ListDataset[T]]:
+                  transform: Optional[Callable[[bytes], U]] = None
+                  ) -> Union[ListDataset[bytes], ListDataset[U]]:
         """A ListDataset of a label file: one item per non-empty line,
         "path" or "path<spaces or tab>label" (label an integer; either every
         line has one or none does). A relative path is under root (default:
