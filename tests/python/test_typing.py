@@ -51,3 +51,29 @@ def test_wrong_calls_are_caught_on_their_lines():
 def test_py_typed_marker_is_shipped():
     import feedfs
     assert os.path.isfile(os.path.join(os.path.dirname(feedfs.__file__), "py.typed"))
+
+
+def doc_examples():
+    """{name: code} of docs/PYTHON.md's complete examples (```python blocks
+    that start with "# feedfs example: <name>")."""
+    with open(os.path.join(ROOT, "docs", "PYTHON.md")) as f:
+        text = f.read()
+    out = {}
+    for block in text.split("```python\n")[1:]:
+        code = block.split("```", 1)[0]
+        first = code.splitlines()[0]
+        if first.startswith("# feedfs example: "):
+            out[first.split(": ", 1)[1]] = code
+    return out
+
+
+def test_doc_examples_pass_mypy(tmp_path):
+    ex = doc_examples()
+    assert sorted(ex) == ["paddle", "plain", "pytorch"]
+    files = []
+    for name, code in ex.items():
+        p = tmp_path / ("example_%s.py" % name)
+        p.write_text(code)
+        files.append(str(p))
+    rc, out = mypy(*files)
+    assert (rc, out) == (0, "")
