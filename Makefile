@@ -132,10 +132,10 @@ UNITDIR   ?= $(PREFIX)/lib/systemd/system
 DOCDIR    ?= $(PREFIX)/share/doc/feedfs
 # The Python package goes where Debian's python3 looks: /usr/lib/python3/dist-packages
 # for PREFIX=/usr, <prefix>/lib/python3.X/dist-packages otherwise (on sys.path for
-# /usr/local; other prefixes need PYTHONPATH). feedfs.device finds libfeedfs.so.1 in
+# /usr/local; other prefixes need PYTHONPATH; without $(PYTHON): python3). feedfs.device finds libfeedfs.so.1 in
 # <prefix>/lib from there.
 PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PY_XY)/dist-packages)
-PY_XY      = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+PY_XY      = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
 PY_SRCS   := $(wildcard python/feedfs/*.py)
 
 install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, units, man pages, libfeedfs, python package
