@@ -116,8 +116,12 @@ class _Epoch(Iterator[Item]):
             self._started = True
             owner = self._owner
             owner._live = self
-            if self._items is None and owner._resume is not None:
-                self._items, owner._resume = owner._resume, None
+            # A state loaded into the wrapper is for the next epoch that starts:
+            # this one, even when it had one of its own (StatefulDataLoader loads
+            # the same state into both), so it never outlives this epoch.
+            pending, owner._resume = owner._resume, None
+            if self._items is None:
+                self._items = pending
             if self._items is None:
                 self._items = list(owner._inner)
             owner._send(owner._flat(self._items[self._pos:]))

@@ -183,3 +183,23 @@ def test_lightning_distributed_wrapper_shards_the_whole_order(fake_mount):
     got = list(w)
     assert len(got) == N // 2
     assert s.stream is None and len(payload_of(ctl.orders()[-1])) == N
+
+
+def test_state_loaded_into_both_sampler_and_iterator(fake_mount):
+    """torchdata's BatchSampler iterator and single-process loader load the
+    same state into the sampler and then into its new iterator: the rest is
+    yielded once, and the epoch after it is a fresh draw, not the rest again."""
+    mnt, ctl = fake_mount
+    paths = names(range(N))
+    s = ft.OrderedSampler(EpochShuffle(N), paths, mnt)
+    it = iter(s)
+    for _ in range(5):
+        next(it)
+    state = s.state_dict()
+    s2 = ft.OrderedSampler(EpochShuffle(N), paths, mnt)
+    s2.load_state_dict(state)
+    it2 = iter(s2)
+    it2.load_state_dict(state)
+    assert list(it2) == drawn(0)[5:]
+    assert list(s2) == drawn(0)
+    assert [payload_of(o) for o in ctl.orders()[-2:]] == [names(drawn(0)[5:]), names(drawn(0))]
