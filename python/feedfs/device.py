@@ -87,7 +87,8 @@ def _library_candidates() -> List[str]:
             # `make install`: the package is in <prefix>/lib/python3*/dist-packages,
             # the library in <prefix>/lib (ld.so does not search /usr/local/lib
             # until ldconfig has run)
-            os.path.join(here, "..", "..", "..", "libfeedfs.so.1"),
+            os.path.join(here, "..", "..", "..", "libfeedfs.so.1")
+            if os.path.basename(os.path.dirname(here)) in ("dist-packages", "site-packages") else "",
             # the source tree this package is in, after `make`
             os.path.join(here, "..", "..", "build", "libfeedfs.so"),
             "libfeedfs.so.1", ctypes.util.find_library("feedfs") or ""]
