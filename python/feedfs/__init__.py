@@ -50,9 +50,10 @@ Requests are one line, "VERB ARGS\\n"; replies are "OK ...\\n" or
 One connection per call, opened and closed inside it, so the helpers are safe
 to call from any thread or process. Paths are checked here with the daemon's
 own rules before anything is sent, so a bad path is a ValueError naming it,
-not a bare "ERR 22" from the daemon. feedfs.torch holds the sampler wrappers;
-it is imported on first use (`feedfs.torch`), so `import feedfs` never
-imports torch. feedfs.device (read_into, read_to_device, ...: the
+not a bare "ERR 22" from the daemon. The sampler wrappers are in feedfs.order
+(feedfs.torch and feedfs.paddle give them their frameworks' names), the
+datasets in feedfs.datasets; each is imported on first use (`feedfs.torch`),
+so `import feedfs` never imports torch. feedfs.device (read_into, read_to_device, ...: the
 device-feed path over libfeedfs, docs/DEVICE.md) is re-exported here; it
 imports only ctypes until a tensor is seen.
 """
