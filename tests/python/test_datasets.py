@@ -233,3 +233,23 @@ def test_folder_dataset_through_a_dataloader(tree, workers):
     by_bytes = {content(os.path.relpath(p, mnt)): os.path.relpath(p, mnt) for p in ds.paths}
     assert len(ctl.orders()) == 1
     assert payload_of(ctl.orders()[0]) == [by_bytes[b] for b, _ in seen]
+
+
+@needs_torch
+def test_paths_through_distributed_sampler_and_imagefolder(tree):
+    from torch.utils.data import DistributedSampler
+    mnt, ctl = tree
+    ds = ft.FolderDataset(os.path.join(mnt, "train"))
+    s = ft.OrderedSampler(DistributedSampler(ds, num_replicas=2, rank=1, seed=5))
+    assert s.stream == "rank1"
+    got = list(s)
+    assert len(got) == 3
+    assert ctl.orders()[-1].startswith(b"O 3 ")
+    assert payload_of(ctl.orders()[-1]) == [os.path.relpath(ds.paths[i], mnt) for i in got]
+    datasets = pytest.importorskip("torchvision.datasets",
+                                   reason="torchvision is not installed (Debian: python3-torchvision)")
+    ref = datasets.ImageFolder(os.path.join(mnt, "train"), loader=lambda p: p,
+                               is_valid_file=lambda p: True)
+    s = ft.OrderedSampler(RandomSampler(ref))
+    got = list(s)
+    assert payload_of(ctl.orders()[-1]) == [os.path.relpath(ref.samples[i][0], mnt) for i in got]
