@@ -10,11 +10,13 @@
 So
 
     ds = feedfs.paddle.FolderDataset("/mnt/data/train", transform=decode)
-    bs = paddle.io.BatchSampler(ds, shuffle=True, batch_size=64)
+    bs = paddle.io.BatchSampler(sampler=paddle.io.RandomSampler(ds), batch_size=64)
     loader = paddle.io.DataLoader(ds, batch_sampler=feedfs.paddle.OrderedBatchSampler(bs))
 
 sends each epoch's order (the batches flattened) to the mount holding the
-dataset; the paths are found through bs.sampler.data_source. Objects of
+dataset; the paths are found through bs.sampler.data_source. (Older Paddle
+asserts that a dataset given to BatchSampler itself is a paddle.io.Dataset:
+hence sampler=.) Objects of
 feedfs.order and feedfs.datasets: their docstrings say the rest.
 """
 from .datasets import UNLABELED, FolderDataset, ListDataset
