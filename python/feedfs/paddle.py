@@ -16,8 +16,8 @@ So
 sends each epoch's order (the batches flattened) to the mount holding the
 dataset; the paths are found through bs.sampler.data_source. (Older Paddle
 asserts that a dataset given to BatchSampler itself is a paddle.io.Dataset:
-hence sampler=.) Objects of
-feedfs.order and feedfs.datasets: their docstrings say the rest.
+hence sampler=.) These are the objects of feedfs.order and feedfs.datasets,
+whose docstrings say the rest.
 """
 from .datasets import UNLABELED, FolderDataset, ListDataset
 from .order import AUTO, OrderedBatchSampler, OrderedSampler, dataset_paths
