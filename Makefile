@@ -222,7 +222,7 @@ test: ## everything CI runs: deps, unit, ASan/UBSan, valgrind, fuzz seeds, integ
 	FEEDFS_SAN_BIN=build/san-address-undefined/feedfs FEEDFS_TSAN_BIN=build/san-thread/feedfs \
 	FEEDFS_VALGRIND=1 tests/integration/run.sh build/feedfs
 
-demo: ## local S3 server + sample dataset + mount + a training-style read pass
+demo: ## local S3 server + sample dataset + mount + a training-style read pass + the PyTorch example
 	tests/deps.sh --check-or-install
 	$(MAKE) all
 	tests/demo.sh build/feedfs
