@@ -63,7 +63,7 @@ import errno
 import json
 import os
 import socket
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from ._version import __version__
 

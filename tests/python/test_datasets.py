@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-import feedfs
 import feedfs.paddle as fp
 import feedfs.torch as ft
 

@@ -3,7 +3,6 @@ their epoch iterators (torchdata's Stateful protocol). A resumed epoch yields
 exactly the rest of the saved one and sends only the rest's paths; the epoch
 after it is drawn anew. Also persistent DataLoader workers (one order per
 epoch), and StatefulDataLoader / Lightning where installed."""
-import os
 
 import pytest
 

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def mypy(*args):
     try:
-        import mypy  # noqa: F401
+        import mypy  # noqa: F401 -- only whether it is there
     except ImportError:
         pytest.fail("mypy is not installed (Debian: mypy; tests/deps.sh installs it)")
     env = dict(os.environ)
