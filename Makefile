@@ -65,8 +65,8 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetch.o
 
 .SECONDARY:
-.PHONY: test-stress all help install uninstall test unit asan integration demo deps clean bench \
-        python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
+.PHONY: all help install uninstall test test-stress unit asan integration demo deps clean bench \
+        python-test python-wheel python-wheel-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
 
 all: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs, build/mount.feedfs and libfeedfs (default)
 
@@ -130,7 +130,12 @@ SBINDIR   ?= /sbin
 MANDIR    ?= $(PREFIX)/share/man
 UNITDIR   ?= $(PREFIX)/lib/systemd/system
 DOCDIR    ?= $(PREFIX)/share/doc/feedfs
-PYTHONDIR ?= $(PREFIX)/lib/python3/dist-packages
+# The Python package goes where Debian's python3 looks: /usr/lib/python3/dist-packages
+# for PREFIX=/usr, <prefix>/lib/python3.X/dist-packages otherwise (on sys.path for
+# /usr/local; other prefixes need PYTHONPATH; without $(PYTHON): python3). feedfs.device finds libfeedfs.so.1 in
+# <prefix>/lib from there.
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PY_XY)/dist-packages)
+PY_XY      = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
 PY_SRCS   := $(wildcard python/feedfs/*.py)
 
 install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, units, man pages, libfeedfs, python package
@@ -145,7 +150,7 @@ install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) ## install u
 	install -D -m 0644 systemd/feedfs.env.example $(DESTDIR)$(DOCDIR)/feedfs.env.example
 	install -D -m 0644 docs/DEPLOY.md $(DESTDIR)$(DOCDIR)/DEPLOY.md
 	install -d $(DESTDIR)$(PYTHONDIR)/feedfs
-	install -m 0644 $(PY_SRCS) $(DESTDIR)$(PYTHONDIR)/feedfs/
+	install -m 0644 $(PY_SRCS) python/feedfs/py.typed $(DESTDIR)$(PYTHONDIR)/feedfs/
 	install -D -m 0644 include/feedfs/libfeedfs.h $(DESTDIR)$(PREFIX)/include/feedfs/libfeedfs.h
 	install -D -m 0644 include/feedfs/feedfs_ioctl.h $(DESTDIR)$(PREFIX)/include/feedfs/feedfs_ioctl.h
 	install -D -m 0644 $(CLIB_A) $(DESTDIR)$(PREFIX)/lib/libfeedfs.a
@@ -176,9 +181,30 @@ asan: ## build feedfs and unit tests with ASan+UBSan and run the unit tests
 integration: $(BUILD)/feedfs ## integration tests: real FUSE mounts over a local s3rver
 	tests/integration/run.sh $(BUILD)/feedfs
 
-# python/feedfs against a fake control socket (no mount); about a second.
-python-test: ## tests of the Python helpers (python/feedfs) against a fake control socket
+# python/feedfs against a fake control socket (no mount), mypy included; about 20 s.
+python-test: ## tests of the Python package (python/feedfs, from the tree) against a fake control socket, and mypy
 	cd tests/python && PYTHONPATH=$(CURDIR)/python $(PYTHON) -m pytest -q
+
+# The wheel users install: built offline (Debian's python3-build, setuptools) from
+# a copy of python/ with libfeedfs.so.1 beside the modules (py3-none-<platform>).
+PYWHEEL := $(BUILD)/python
+python-wheel: $(CLIB_SO) ## build the Python wheel (libfeedfs.so.1 inside) into build/python/dist
+	rm -rf $(PYWHEEL)/src $(PYWHEEL)/dist
+	mkdir -p $(PYWHEEL)/src/feedfs
+	cp python/pyproject.toml python/setup.py python/README.md $(PYWHEEL)/src/
+	cp $(PY_SRCS) python/feedfs/py.typed $(PYWHEEL)/src/feedfs/
+	cp $(CLIB_SO) $(PYWHEEL)/src/feedfs/libfeedfs.so.1
+	cd $(PYWHEEL)/src && $(PYTHON) -m build --no-isolation --wheel --outdir ../dist . \
+		>../build.log 2>&1 || { cat ../build.log; exit 1; }
+	@ls $(PYWHEEL)/dist/*.whl
+
+# The same tests against that wheel pip-installed (no network) into a fresh venv
+# that sees Debian's torch and pytest: the package as users get it.
+python-wheel-test: python-wheel ## the Python tests against the wheel installed in a fresh venv
+	rm -rf $(PYWHEEL)/venv
+	$(PYTHON) -m venv --system-site-packages $(PYWHEEL)/venv
+	$(PYWHEEL)/venv/bin/python -m pip install -q --no-index --no-deps $(PYWHEEL)/dist/feedfs-*.whl
+	cd tests/python && FEEDFS_TEST_INSTALLED=1 $(abspath $(PYWHEEL))/venv/bin/python -m pytest -q
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 
@@ -187,6 +213,7 @@ test: ## everything CI runs: deps, unit, ASan/UBSan, valgrind, fuzz seeds, integ
 	$(MAKE) -j$(NPROC) all
 	$(MAKE) unit
 	$(MAKE) python-test
+	$(MAKE) python-wheel-test
 	$(MAKE) -j$(NPROC) SANITIZE=address,undefined all
 	$(MAKE) asan
 	$(MAKE) -j$(NPROC) SANITIZE=thread build/san-thread/feedfs
@@ -205,7 +232,7 @@ test-stress: ## integration passes (plain, ASan, TSan, valgrind) STRESS_ROUNDS t
 	$(MAKE) -j$(NPROC) SANITIZE=thread build/san-thread/feedfs
 	ROUNDS='$(STRESS_ROUNDS)' HOGS='$(STRESS_HOGS)' tests/stress.sh build/feedfs
 
-demo: ## local S3 server + sample dataset + mount + a training-style read pass
+demo: ## local S3 server + sample dataset + mount + a training-style read pass + the PyTorch example
 	tests/deps.sh --check-or-install
 	$(MAKE) all
 	tests/demo.sh build/feedfs

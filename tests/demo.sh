@@ -81,6 +81,14 @@ echo "    mounted: $(grep " $mnt " /proc/mounts | cut -d' ' -f1-3)"
 step "4/5 training-style read pass (os.walk + 8 reader threads, then the shard)"
 "$PY" "$here/demo/train_reader.py" "$mnt" "$manifest" --threads 8
 
+if "$PY" -c 'import torch' 2>/dev/null; then
+	step "4b/5 docs/PYTHON.md's PyTorch example: FolderDataset + OrderedSampler, 2 epochs"
+	code=$("$PY" "$here/demo/doc_example.py" pytorch)
+	PYTHONPATH="$root/python" "$PY" -c "$code" "$mnt/train"
+else
+	step "4b/5 skipped: torch is not installed (Debian: python3-torch)"
+fi
+
 step "5/5 unmounting and stopping s3rver"
 fusermount3 -u "$mnt"
 for _ in $(seq 1 100); do pgrep -f "^$bin s3://demo $mnt" >/dev/null || break; sleep 0.1; done

@@ -17,7 +17,8 @@ PY=/usr/bin/python3
 PKG_MODULES=(fuse3 libcurl openssl libxml-2.0 liburing)
 APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev
           libxml2-dev liburing-dev python3 python3-boto3 python3-pytest python3-pytest-xdist python3-prometheus-client
-          python3-torch python3-torchvision curl ca-certificates iproute2
+          python3-torch python3-torchvision mypy python3-build python3-venv python3-setuptools
+          python3-wheel curl ca-certificates iproute2
           clang libclang-rt-14-dev valgrind
           python3-yaml python3-kubernetes systemd)
 S3RVER_VERSION=3.7.1
@@ -61,6 +62,9 @@ check_system() {
 		"$PY" -c 'import boto3, pytest, xdist, prometheus_client' 2>/dev/null || { say "missing: $PY modules boto3/pytest/xdist/prometheus_client"; ok=1; }
 		# the loader-order tests run a real DataLoader over torchvision's ImageFolder
 		"$PY" -c 'import torch, torchvision' 2>/dev/null || { say "missing: $PY modules torch/torchvision"; ok=1; }
+		# make python-wheel builds the wheel offline; python-wheel-test installs it in a
+		# venv; test_typing.py runs mypy on the package and a typed user of it
+		"$PY" -c 'import mypy, build, setuptools, wheel, ensurepip' 2>/dev/null || { say "missing: $PY modules mypy/build/setuptools/wheel/ensurepip (mypy python3-build python3-setuptools python3-wheel python3-venv)"; ok=1; }
 	else
 		say "missing: $PY"; ok=1
 	fi

@@ -1,5 +1,34 @@
 """feedfs — talk to a running feedfs mount from Python (standard library only).
 
+feedfs mounts an S3 bucket read-only (FUSE). This package makes training
+loops read it fast: it tells the mount the order in which the loader will
+open files, so the daemon fetches them ahead of the readers, and it reads
+samples and whole batches. `import feedfs` imports neither torch nor paddle.
+
+  feedfs.torch.FolderDataset(root, transform=None)    items (sample, class_index),
+                                  classes as torchvision's ImageFolder
+  feedfs.torch.ListDataset(paths, labels=None, transform=None)   the same from a
+                                  list; ListDataset.from_file(label_file)
+  feedfs.torch.OrderedSampler(sampler)      sampler= of a DataLoader: each epoch's
+                                  order goes to the mount (paths from the dataset)
+  feedfs.torch.OrderedBatchSampler(batch_sampler)   the same for batch samplers;
+                                  feedfs.paddle has it for paddle.io, no paddle import
+  send_order(mountpoint, paths), clear_order(mountpoint), stats(mountpoint)
+                                  the control socket by hand
+  read_into, read_to_device, load_batch, collate, FileDataset
+                                  the device-feed path (docs/DEVICE.md)
+  __version__                     the daemon's version (feedfs --version)
+
+Typed (py.typed). docs/PYTHON.md in the feedfs source tree has one complete
+example per framework (PyTorch, a Paddle batch sampler, plain Python), what
+resuming (state_dict) and Lightning need, and the errors.
+
+    import feedfs.torch
+    from torch.utils.data import DataLoader, RandomSampler
+    ds = feedfs.torch.FolderDataset("/mnt/data/train", transform=decode)
+    loader = DataLoader(ds, batch_size=256, num_workers=8,
+                        sampler=feedfs.torch.OrderedSampler(RandomSampler(ds)))
+
 DESIGN
 Every feedfs mount has a control socket (include/feedfs/ctl.h): a unix stream
 socket at ctl_socket_path(mount point), only the daemon's uid may connect.
@@ -21,18 +50,28 @@ Requests are one line, "VERB ARGS\\n"; replies are "OK ...\\n" or
 One connection per call, opened and closed inside it, so the helpers are safe
 to call from any thread or process. Paths are checked here with the daemon's
 own rules before anything is sent, so a bad path is a ValueError naming it,
-not a bare "ERR 22" from the daemon. feedfs.torch holds the sampler wrappers;
-it is imported on first use (`feedfs.torch`), so `import feedfs` never
-imports torch. feedfs.device (read_into, read_to_device, ...: the
+not a bare "ERR 22" from the daemon. The sampler wrappers are in feedfs.order
+(feedfs.torch and feedfs.paddle give them their frameworks' names), the
+datasets in feedfs.datasets; each is imported on first use (`feedfs.torch`),
+so `import feedfs` never imports torch. feedfs.device (read_into, read_to_device, ...: the
 device-feed path over libfeedfs, docs/DEVICE.md) is re-exported here; it
 imports only ctypes until a tensor is seen.
 """
+from __future__ import annotations
+
 import errno
 import json
 import os
 import socket
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
-__all__ = ["control_socket", "mount_point", "send_order", "clear_order", "stats",
+from ._version import __version__
+
+# What the helpers accept as a path, and as a stream name.
+StrPath = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+Stream = Union[str, bytes, None]
+
+__all__ = ["__version__", "StrPath", "Stream", "control_socket", "mount_point", "send_order", "clear_order", "stats",
            "ORDER_MAX_PATHS", "ORDER_MAX_BYTES", "STREAM_MAX",
            # the device-feed path (feedfs.device, docs/DEVICE.md)
            "NoDeviceError", "read_into", "read_to_device", "gpu_available", "buffer",
@@ -56,14 +95,14 @@ _FNV1A64_INIT = 0xcbf29ce484222325
 _FNV1A64_PRIME = 0x100000001b3
 
 
-def _fnv1a64(data, h=_FNV1A64_INIT):
+def _fnv1a64(data: bytes, h: int = _FNV1A64_INIT) -> int:
     """FNV-1a 64 of bytes, as util_fnv1a64 (src/util/hash.c)."""
     for b in data:
         h = ((h ^ b) * _FNV1A64_PRIME) & 0xffffffffffffffff
     return h
 
 
-def _unescape_octal(field):
+def _unescape_octal(field: bytes) -> bytes:
     """mountinfo writes ' ', '\\t', '\\n' and '\\\\' as \\ooo; undo that (bytes)."""
     out = bytearray()
     i, n = 0, len(field)
@@ -79,7 +118,7 @@ def _unescape_octal(field):
     return bytes(out)
 
 
-def _feedfs_mounts(mountinfo=MOUNTINFO):
+def _feedfs_mounts(mountinfo: str = MOUNTINFO) -> List[bytes]:
     """The mount points (bytes, unescaped) of every fuse.feedfs line of mountinfo."""
     out = []
     with open(mountinfo, "rb") as f:
@@ -94,7 +133,7 @@ def _feedfs_mounts(mountinfo=MOUNTINFO):
     return out
 
 
-def _longest_mount(abs_path, mounts):
+def _longest_mount(abs_path: bytes, mounts: Iterable[bytes]) -> Optional[bytes]:
     """The longest of mounts (bytes) that is abs_path or a directory above it; None if none."""
     best = None
     for mp in mounts:
@@ -105,7 +144,7 @@ def _longest_mount(abs_path, mounts):
     return best
 
 
-def mount_point(path, mountinfo=MOUNTINFO):
+def mount_point(path: StrPath, mountinfo: str = MOUNTINFO) -> str:
     """The mount point (str) of the feedfs mount that holds path.
 
     path may be the mount point or anything under it; it is resolved with
@@ -119,7 +158,12 @@ def mount_point(path, mountinfo=MOUNTINFO):
     return os.fsdecode(mp)
 
 
-def _runtime_dir():
+def _shown(path: StrPath) -> str:
+    """path as a message shows it (bytes decoded as the file system does)."""
+    return os.fsdecode(path)
+
+
+def _runtime_dir() -> str:
     """Where the daemon keeps its sockets (runtime_dir in src/ctl/ctl.c)."""
     if os.geteuid() == 0:
         return "/run/feedfs"
@@ -129,12 +173,12 @@ def _runtime_dir():
     return "/tmp/feedfs-%d" % os.geteuid()
 
 
-def _socket_for_mount(mp):
+def _socket_for_mount(mp: str) -> str:
     """ctl_socket_path(mp): "<runtime dir>/ctl-%016x.sock" of FNV-1a-64(mp)."""
     return "%s/ctl-%016x.sock" % (_runtime_dir(), _fnv1a64(os.fsencode(mp)))
 
 
-def control_socket(path):
+def control_socket(path: StrPath) -> str:
     """The control socket path (str) of the feedfs mount holding path.
 
     The mount point is found as mount_point() does; the socket is
@@ -148,7 +192,7 @@ def control_socket(path):
 
 # ---- paths ------------------------------------------------------------------
 
-def _check_rel(rel, shown):
+def _check_rel(rel: bytes, shown: object) -> None:
     """Refuse what the daemon refuses (ERR 22): the message names the path."""
     # The common case in a few substring scans (an order may hold millions):
     # no "", "." or ".." segment can hide in a path that passes them.
@@ -171,7 +215,7 @@ def _check_rel(rel, shown):
             raise ValueError("feedfs order: path %r has an empty or '.' segment" % (shown,))
 
 
-def _roots(mountpoint):
+def _roots(mountpoint: StrPath) -> List[bytes]:
     """The prefixes an absolute path of this mount may start with (bytes, no
     trailing '/' unless "/"): the mount point as mountinfo has it, and the
     caller's spelling of it when that is the mount root by another name (a
@@ -185,7 +229,7 @@ def _roots(mountpoint):
     return roots
 
 
-def _relative(p, roots):
+def _relative(p: StrPath, roots: Sequence[bytes]) -> bytes:
     """One path of an order as the bytes sent (mount-relative, no newline)."""
     b = os.fsencode(p)
     if b.startswith(b"/"):
@@ -201,7 +245,7 @@ def _relative(p, roots):
     return b
 
 
-def encode_paths(mountpoint, paths):
+def encode_paths(mountpoint: StrPath, paths: Iterable[StrPath]) -> List[bytes]:
     """paths (str, bytes or os.PathLike; absolute under the mount or relative
     to its root) -> list of bytes, each mount-relative and ended by "\\n", in
     the same order. Raises ValueError on the first path the daemon would
@@ -212,7 +256,7 @@ def encode_paths(mountpoint, paths):
 
 # ---- the socket -------------------------------------------------------------
 
-def _connect(mountpoint, timeout):
+def _connect(mountpoint: StrPath, timeout: float) -> socket.socket:
     path = control_socket(mountpoint)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
@@ -221,11 +265,11 @@ def _connect(mountpoint, timeout):
     except OSError as e:
         s.close()
         raise OSError(e.errno, "cannot reach the feedfs daemon of %s at %s: %s (is it yours? the "
-                      "socket is its uid's only)" % (mountpoint, path, e.strerror)) from e
+                      "socket is its uid's only)" % (_shown(mountpoint), path, e.strerror)) from e
     return s
 
 
-def _read_line(s, buf):
+def _read_line(s: socket.socket, buf: bytes) -> "tuple[str, bytes]":
     """One reply line (str, without "\\n") and what followed it (bytes)."""
     while b"\n" not in buf:
         if len(buf) > _REPLY_LINE_MAX:
@@ -238,7 +282,7 @@ def _read_line(s, buf):
     return line.decode("ascii", "replace"), rest
 
 
-def _reply_ok(line, what, mountpoint):
+def _reply_ok(line: str, what: str, mountpoint: StrPath) -> str:
     """The text after "OK " of a reply, or the OSError the reply means."""
     if line.startswith("OK ") or line == "OK":
         return line[3:]
@@ -247,11 +291,11 @@ def _reply_ok(line, what, mountpoint):
             e = int(line[4:])
         except ValueError:
             e = errno.EPROTO
-        raise OSError(e, "feedfs daemon of %s refused %s: %s" % (mountpoint, what, os.strerror(e)))
-    raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to %s" % (mountpoint, line, what))
+        raise OSError(e, "feedfs daemon of %s refused %s: %s" % (_shown(mountpoint), what, os.strerror(e)))
+    raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to %s" % (_shown(mountpoint), line, what))
 
 
-def _stream_bytes(stream):
+def _stream_bytes(stream: Stream) -> bytes:
     """The stream name as sent (b"" for the default stream), or ValueError."""
     if stream is None:
         return b""
@@ -261,7 +305,8 @@ def _stream_bytes(stream):
     return b
 
 
-def _send_order_payload(mountpoint, lines, timeout=TIMEOUT_S, stream=None):
+def _send_order_payload(mountpoint: StrPath, lines: Sequence[bytes], timeout: float = TIMEOUT_S,
+                        stream: Stream = None) -> int:
     """Send lines (bytes each ended by "\\n", already checked) as one order."""
     sb = _stream_bytes(stream)
     count = len(lines)
@@ -282,10 +327,11 @@ def _send_order_payload(mountpoint, lines, timeout=TIMEOUT_S, stream=None):
         return int(got)
     except ValueError:
         raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to the order"
-                      % (mountpoint, line)) from None
+                      % (_shown(mountpoint), line)) from None
 
 
-def send_order(mountpoint, paths, timeout=TIMEOUT_S, stream=None):
+def send_order(mountpoint: StrPath, paths: Iterable[StrPath], timeout: float = TIMEOUT_S,
+               stream: Stream = None) -> int:
     """Tell the mount the order in which the loader will open paths; returns
     the number of paths the daemon accepted.
 
@@ -311,7 +357,7 @@ def send_order(mountpoint, paths, timeout=TIMEOUT_S, stream=None):
     return _send_order_payload(mountpoint, encode_paths(mountpoint, paths), timeout, stream)
 
 
-def clear_order(mountpoint, timeout=TIMEOUT_S, stream=None):
+def clear_order(mountpoint: StrPath, timeout: float = TIMEOUT_S, stream: Stream = None) -> int:
     """Drop the mount's orders: sends "O 0 0\\n" (with stream: "O 0 0
     <stream>\\n", that stream's only); the daemon frees what it fetched ahead
     for them at once. Returns 0. Raises ValueError for a bad stream name and
@@ -319,7 +365,7 @@ def clear_order(mountpoint, timeout=TIMEOUT_S, stream=None):
     return _send_order_payload(mountpoint, [], timeout, stream)
 
 
-def stats(mountpoint, timeout=TIMEOUT_S):
+def stats(mountpoint: StrPath, timeout: float = TIMEOUT_S) -> Dict[str, Any]:
     """The mount's counters as a dict (what `feedfs stats --json` prints).
 
     Sends "S json\\n"; the daemon answers "OK <n>\\n" and n bytes of JSON.
@@ -337,22 +383,23 @@ def stats(mountpoint, timeout=TIMEOUT_S):
             n = -1
         if not 0 <= n <= _STATS_REPLY_MAX:
             raise OSError(errno.EPROTO, "feedfs daemon of %s answered %r to the stats request"
-                          % (mountpoint, line))
+                          % (_shown(mountpoint), line))
         while len(rest) < n:
-            got = s.recv(min(1 << 20, n - len(rest)))
-            if not got:
+            more = s.recv(min(1 << 20, n - len(rest)))
+            if not more:
                 raise OSError(errno.EPROTO, "feedfs daemon of %s closed the stats reply after %d of "
-                              "%d bytes" % (mountpoint, len(rest), n))
-            rest += got
-    return json.loads(rest[:n].decode("utf-8"))
+                              "%d bytes" % (_shown(mountpoint), len(rest), n))
+            rest += more
+    counters: Dict[str, Any] = json.loads(rest[:n].decode("utf-8"))
+    return counters
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # `import feedfs; feedfs.torch.OrderedSampler(...)` without importing
     # torch (or feedfs.torch) on `import feedfs`.
-    if name == "torch":
+    if name in ("torch", "paddle", "order", "datasets"):
         import importlib
-        return importlib.import_module(__name__ + ".torch")
+        return importlib.import_module(__name__ + "." + name)
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 

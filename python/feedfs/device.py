@@ -30,6 +30,8 @@ loaders in the training process (threads, or num_workers=0).
 
 Nothing here imports numpy, torch or paddle until a value of theirs is seen.
 """
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import errno
@@ -39,11 +41,12 @@ import threading
 import weakref
 
 import time
+from typing import Any, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union
 
-from . import _feedfs_mounts, _longest_mount, mount_point
+from . import StrPath, _feedfs_mounts, _longest_mount, mount_point
 
 __all__ = ["NoDeviceError", "read_into", "read_to_device", "gpu_available", "buffer",
-           "load_batch", "collate", "FileDataset", "library"]
+           "load_batch", "collate", "FileDataset", "library", "library_path"]
 
 IOCTL_VERSION = 1
 DEST_REGION, DEST_CUDA_IPC = 1, 2
@@ -70,22 +73,40 @@ class _Region(ctypes.Structure):
                 ("memfd", ctypes.c_int)]
 
 
-_lib = None
+_lib: Union[ctypes.CDLL, None, Literal[False]] = None
+_lib_path: Optional[str] = None
 _lib_lock = threading.Lock()
 
 
-def library():
+def _library_candidates() -> List[str]:
+    """Where library() looks, in order (see there)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [os.environ.get("FEEDFS_LIB", ""),
+            # the wheel of `make python-wheel` carries it next to this file
+            os.path.join(here, "libfeedfs.so.1"),
+            # `make install`: the package is in <prefix>/lib/python3*/dist-packages,
+            # the library in <prefix>/lib (ld.so does not search /usr/local/lib
+            # until ldconfig has run)
+            os.path.join(here, "..", "..", "..", "libfeedfs.so.1")
+            if os.path.basename(os.path.dirname(here)) in ("dist-packages", "site-packages") else "",
+            # the source tree this package is in, after `make`
+            os.path.join(here, "..", "..", "build", "libfeedfs.so"),
+            "libfeedfs.so.1", ctypes.util.find_library("feedfs") or ""]
+
+
+def library() -> Optional[ctypes.CDLL]:
     """The loaded libfeedfs (ctypes.CDLL), or None when it cannot be found:
-    $FEEDFS_LIB, else build/libfeedfs.so of the source tree this package is
-    in, else libfeedfs.so.1 from the loader's path."""
-    global _lib
+    $FEEDFS_LIB, else libfeedfs.so.1 next to this module (the wheel that
+    `make python-wheel` builds carries it), else <prefix>/lib/libfeedfs.so.1
+    of a `make install`, else build/libfeedfs.so of the source tree this
+    package is in, else libfeedfs.so.1 from the loader's path. The device
+    reads take the plain path without it; library_path() says which file
+    was loaded."""
+    global _lib, _lib_path
     with _lib_lock:
         if _lib is not None:
             return _lib or None
-        here = os.path.dirname(os.path.abspath(__file__))
-        cands = [os.environ.get("FEEDFS_LIB", ""),
-                 os.path.join(here, "..", "..", "build", "libfeedfs.so"),
-                 "libfeedfs.so.1", ctypes.util.find_library("feedfs") or ""]
+        cands = _library_candidates()
         for c in cands:
             if not c or (os.sep in c and not os.path.exists(c)):
                 continue
@@ -94,13 +115,20 @@ def library():
             except OSError:
                 continue
             _declare(lib)
-            _lib = lib
+            _lib, _lib_path = lib, c
             return lib
         _lib = False
         return None
 
 
-def _declare(lib):
+def library_path() -> Optional[str]:
+    """The file library() loaded (as it was named: a path, or "libfeedfs.so.1"
+    for the loader's search), or None when none could be loaded."""
+    library()
+    return _lib_path
+
+
+def _declare(lib: ctypes.CDLL) -> None:
     vp, u64, sz, ssz = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_ssize_t
     lib.feedfs_open.argtypes = [ctypes.c_char_p, ctypes.POINTER(vp)]
     lib.feedfs_open.restype = ctypes.c_int
@@ -126,7 +154,7 @@ def _declare(lib):
     lib.feedfs_clear_order.restype = ctypes.c_int
 
 
-def _check(r, what):
+def _check(r: int, what: object) -> int:
     if r < 0:
         raise OSError(-r, "%s: %s" % (what, os.strerror(-r)))
     return r
@@ -139,19 +167,21 @@ class Region:
     keeps the region alive), .address its address here, .id what the daemon
     calls it. Unregistered and unmapped when nothing refers to it."""
 
-    def __init__(self, chan, size):
+    def __init__(self, chan: Channel, size: int) -> None:
         self._chan = chan
         self._r = _Region()
         _check(chan.lib.feedfs_region_new(chan.ptr, size, ctypes.byref(self._r)), "region")
-        self.id, self.size, self.address = self._r.id, size, self._r.base
+        self.id, self.size = int(self._r.id), size
+        self.address = int(self._r.base or 0)
+        self.pinned = False         # load_batch(pin=True) page-locked it
 
     @property
-    def view(self):
+    def view(self) -> memoryview:
         arr = (ctypes.c_char * self.size).from_address(self.address)
-        arr._owner = self           # the memory lives while a view does
+        setattr(arr, "_owner", self)     # the memory lives while a view does
         return memoryview(arr).cast("B")
 
-    def free(self):
+    def free(self) -> None:
         # In a forked child the channel's socket is the parent's: saying
         # anything on it would unregister the parent's region. The daemon
         # frees it when the parent's channel closes.
@@ -159,7 +189,7 @@ class Region:
             self._chan.lib.feedfs_region_free(self._chan.ptr, ctypes.byref(self._r))
         self._r.id = 0
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.free()
         except Exception:   # noqa: BLE001 -- interpreter shutdown
@@ -169,30 +199,31 @@ class Region:
 class Channel:
     """One mount's device channel (regions live as long as it does)."""
 
-    def __init__(self, path):
-        self.lib = library()
-        if self.lib is None:
+    def __init__(self, path: StrPath) -> None:
+        lib = library()
+        if lib is None:
             raise OSError(errno.ENOENT, "libfeedfs not found (build it: make; or set FEEDFS_LIB)")
+        self.lib: ctypes.CDLL = lib
         p = ctypes.c_void_p()
         _check(self.lib.feedfs_open(os.fsencode(path), ctypes.byref(p)), "feedfs channel")
-        self.ptr = p
+        self.ptr: Optional[ctypes.c_void_p] = p
         self.pid = os.getpid()
 
-    def region(self, size):
+    def region(self, size: int) -> Region:
         return Region(self, size)
 
-    def close(self):
+    def close(self) -> None:
         if self.ptr and self.pid == os.getpid():
             self.lib.feedfs_close(self.ptr)
         self.ptr = None
 
 
-_chans = {}
+_chans: Dict[str, Union[Channel, Literal[False]]] = {}
 _chans_lock = threading.Lock()
 _tls = threading.local()
 
 
-def _channel(mp):
+def _channel(mp: str) -> Optional[Channel]:
     """The process's channel to mount mp (None: this daemon has no device path)."""
     with _chans_lock:
         c = _chans.get(mp)
@@ -208,7 +239,7 @@ def _channel(mp):
         return c or None
 
 
-def _forget(mp):
+def _forget(mp: str) -> None:
     """Drop the cached channel of mp (its daemon went away or was replaced)."""
     with _chans_lock:
         c = _chans.pop(mp, None)
@@ -219,7 +250,7 @@ def _forget(mp):
 _STALE_CHANNEL = (errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ENOENT)
 
 
-def _staging(chan, mp, size):
+def _staging(chan: Channel, mp: str, size: int) -> Region:
     """This thread's staging region on mp, at least size bytes."""
     regs = getattr(_tls, "regs", None)
     if regs is None:
@@ -232,10 +263,10 @@ def _staging(chan, mp, size):
     return r
 
 
-_buffers = weakref.WeakValueDictionary()     # address -> Region of buffer()
+_buffers: "weakref.WeakValueDictionary[int, Region]" = weakref.WeakValueDictionary()     # address -> Region of buffer()
 
 
-def buffer(nbytes, path):
+def buffer(nbytes: int, path: StrPath) -> memoryview:
     """A writable memoryview of nbytes in a region registered with the mount
     holding path: read_into() into it is the daemon's one copy."""
     chan = _channel(mount_point(path))
@@ -250,7 +281,7 @@ def buffer(nbytes, path):
 # and a fresh mapping costs the daemon a page fault per 4 KiB at its first
 # copy. A batch's region goes back to the pool when the last view of it does.
 _POOL_MAX = 8
-_pool = []
+_pool: List[Region] = []
 _pool_lock = threading.RLock()      # RLock: a lease may be collected while held
 
 
@@ -258,10 +289,10 @@ class _Lease:
     """Keeps a pooled region out of the pool while a view of it lives."""
     __slots__ = ("region",)
 
-    def __init__(self, region):
+    def __init__(self, region: Region) -> None:
         self.region = region
 
-    def __del__(self):
+    def __del__(self) -> None:
         r = self.region
         try:
             with _pool_lock:
@@ -271,7 +302,7 @@ class _Lease:
             pass
 
 
-def _pooled(nbytes, chan):
+def _pooled(nbytes: int, chan: Channel) -> Tuple[memoryview, Region]:
     """(memoryview of nbytes, Region) from the pool or a new region."""
     best = None
     with _pool_lock:
@@ -285,11 +316,11 @@ def _pooled(nbytes, chan):
         best = chan.region(max(nbytes, 1))
         _buffers[best.address] = best
     arr = (ctypes.c_char * nbytes).from_address(best.address)
-    arr._owner = _Lease(best)
+    setattr(arr, "_owner", _Lease(best))
     return memoryview(arr).cast("B"), best
 
 
-def _in_region(addr, n):
+def _in_region(addr: int, n: int) -> Tuple[Optional[Region], int]:
     for a, r in list(_buffers.items()):
         if r._chan.pid == os.getpid() and a <= addr and addr + n <= a + r.size:
             return r, addr - a
@@ -298,12 +329,12 @@ def _in_region(addr, n):
 
 # ---- buffers of many kinds --------------------------------------------------
 
-def _is_cuda_tensor(x):
+def _is_cuda_tensor(x: Any) -> bool:
     return getattr(x, "is_cuda", False) is True or (
         type(x).__module__.startswith("paddle") and "gpu" in str(getattr(x, "place", "")).lower())
 
 
-def _writable_view(out):
+def _writable_view(out: Any) -> Optional[memoryview]:
     """A writable byte memoryview over out's memory (bytes-like, numpy array,
     torch CPU tensor), or None with a paddle tensor (handled by copying)."""
     mod = type(out).__module__
@@ -319,11 +350,11 @@ def _writable_view(out):
     return m.cast("B") if m.format != "B" or m.ndim != 1 else m
 
 
-def _addr(view):
+def _addr(view: memoryview) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(view)) if len(view) else 0
 
 
-def _plain_read(path, view, offset, length):
+def _plain_read(path: StrPath, view: memoryview, offset: int, length: int) -> int:
     with open(path, "rb", buffering=0) as f:
         done = 0
         while done < length:
@@ -335,10 +366,10 @@ def _plain_read(path, view, offset, length):
 
 
 _MOUNTS_TTL_S = 1.0
-_mounts = (0.0, [])
+_mounts: Tuple[float, List[bytes]] = (0.0, [])
 
 
-def _mount_of(path):
+def _mount_of(path: StrPath) -> Optional[str]:
     """The feedfs mount point (str) holding path, or None. A path found on a
     mount is answered from a list at most a second old: a batch of many small
     files would otherwise parse /proc/self/mountinfo once per file. (A file
@@ -362,19 +393,19 @@ def _mount_of(path):
     return os.fsdecode(mp) if mp is not None else None
 
 
-def _host_read(path, view, offset, length):
+def _host_read(path: StrPath, view: memoryview, offset: int, length: int) -> int:
     """Fill view[:length] from path at offset through the region path."""
     if length == 0:
         return 0
     mp = _mount_of(path)
-    chan = _channel(mp) if mp else None
-    if chan is None:
+    chan = _channel(mp) if mp is not None else None
+    if mp is None or chan is None:
         return _plain_read(path, view, offset, length)
     reg, roff = _in_region(_addr(view), length)
     fd = os.open(path, os.O_RDONLY)
     try:
         if reg is not None:
-            n = chan.lib.feedfs_read_host(fd, reg.id, roff, offset, length)
+            n = int(chan.lib.feedfs_read_host(fd, reg.id, roff, offset, length))
             if n == -errno.ENOTTY:      # not (or no longer) a feedfs file
                 return _plain_read(path, view, offset, length)
             return _check(n, path)
@@ -401,7 +432,7 @@ def _host_read(path, view, offset, length):
         os.close(fd)
 
 
-def read_into(path, out, offset=0, length=None):
+def read_into(path: StrPath, out: Any, offset: int = 0, length: Optional[int] = None) -> int:
     """Fill out (bytes-like, numpy array, torch/paddle CPU or CUDA tensor)
     with the bytes of path at offset; length defaults to out's size and may
     not exceed it (ValueError). Returns the bytes read (0 at or past end of
@@ -426,10 +457,10 @@ def read_into(path, out, offset=0, length=None):
 
 # ---- the device path --------------------------------------------------------
 
-_cudart = None
+_cudart: Union[ctypes.CDLL, None, Literal[False]] = None
 
 
-def _cuda_runtime():
+def _cuda_runtime() -> Optional[ctypes.CDLL]:
     global _cudart
     if _cudart is None:
         _cudart = False
@@ -445,7 +476,7 @@ def _cuda_runtime():
     return _cudart or None
 
 
-def _no_gpu_reason():
+def _no_gpu_reason() -> Optional[str]:
     """None when this process sees a CUDA device, else why not."""
     try:
         import torch
@@ -465,15 +496,15 @@ def _no_gpu_reason():
     return None
 
 
-def gpu_available():
+def gpu_available() -> bool:
     """True when this process can use a CUDA device (torch, else libcudart)."""
     return _no_gpu_reason() is None
 
 
-_cu = None      # libcuda.so.1 once loaded; False when this process has none
+_cu: Any = None  # libcuda.so.1 once loaded; False when this process has none
 
 
-def _driver():
+def _driver() -> Any:
     """The CUDA driver library, or None. Only the driver is asked (it is where
     a GPU is): a second libcudart would be a second runtime in the process."""
     global _cu
@@ -490,7 +521,7 @@ def _driver():
     return _cu or None
 
 
-def _ipc_handle(t):
+def _ipc_handle(t: Any) -> Optional[Tuple[bytes, int]]:
     """(64-byte handle, byte offset) of a torch CUDA tensor's allocation, or
     None when it cannot be exported (expandable segments export only file
     descriptors; other allocators none at all).
@@ -527,7 +558,7 @@ def _ipc_handle(t):
     return bytes(handle), off + t.storage_offset() * t.element_size()
 
 
-def read_to_device(path, dst, offset=0, length=None):
+def read_to_device(path: StrPath, dst: Any, offset: int = 0, length: Optional[int] = None) -> int:
     """Fill a CUDA tensor (torch; paddle through the host path) with the
     bytes of path at offset. Returns the bytes read. Raises NoDeviceError
     when this process has no usable GPU."""
@@ -548,7 +579,7 @@ def read_to_device(path, dst, offset=0, length=None):
         if h is not None:
             fd = os.open(path, os.O_RDONLY)
             try:
-                r = chan.lib.feedfs_read_device(fd, h[0], h[1], offset, length)
+                r = int(chan.lib.feedfs_read_device(fd, h[0], h[1], offset, length))
             finally:
                 os.close(fd)
             if r >= 0:
@@ -570,7 +601,7 @@ def read_to_device(path, dst, offset=0, length=None):
 
 # ---- batches ----------------------------------------------------------------
 
-def _fill_batch(paths):
+def _fill_batch(paths: Sequence[StrPath]) -> Tuple[memoryview, List[int]]:
     """(view of all bytes of paths back to back, sizes), one READ ioctl per
     file into one pooled region when they are on a feedfs mount, else (or
     for a file on another mount) plain reads into memory of our own."""
@@ -581,18 +612,21 @@ def _fill_batch(paths):
         sizes = [os.fstat(fd).st_size for fd in fds]
         total = sum(sizes)
         mp = _mount_of(paths[0]) if paths else None
-        chan = _channel(mp) if mp else None
+        chan = _channel(mp) if mp is not None else None
+        reg: Optional[Region] = None
         if chan is None:
-            view, reg = memoryview(bytearray(total)), None
+            view = memoryview(bytearray(total))
         else:
             view, reg = _pooled(total, chan)
         at = 0
         for i, (p, fd, n) in enumerate(zip(paths, fds, sizes)):
-            got = chan.lib.feedfs_read_host(fd, reg.id, at, 0, n) if reg is not None and n else -1
+            got = -1
+            if chan is not None and reg is not None and n:
+                got = int(chan.lib.feedfs_read_host(fd, reg.id, at, 0, n))
             if got < 0:
                 if reg is not None and n and -got not in (errno.ENOTTY, errno.ENOENT):
                     _check(got, p)
-                if reg is not None and got == -errno.ENOENT and mp == _mount_of(p):
+                if mp is not None and reg is not None and got == -errno.ENOENT and mp == _mount_of(p):
                     _forget(mp)         # a remounted daemon: a new channel next batch
                 got = _plain_read(p, view[at:at + n], 0, n) if n else 0
             sizes[i] = got              # short only if the file shrank since fstat
@@ -603,7 +637,8 @@ def _fill_batch(paths):
             os.close(fd)
 
 
-def load_batch(paths, device=None, pin=False, framework="torch"):
+def load_batch(paths: Iterable[StrPath], device: Any = None, pin: bool = False,
+               framework: str = "torch") -> Tuple[Any, List[int]]:
     """The bytes of paths, back to back, in one uint8 torch tensor, and their
     sizes. device=None: a CPU tensor over one region (the daemon's copy is
     the only one; regions are pooled and reused once a batch's tensor is
@@ -636,13 +671,13 @@ def load_batch(paths, device=None, pin=False, framework="torch"):
     t = torch.frombuffer(view, dtype=torch.uint8)
     if pin and torch.cuda.is_available():
         reg, _ = _in_region(t.data_ptr(), len(view))
-        if reg is not None and not getattr(reg, "pinned", False):
+        if reg is not None and not reg.pinned:
             torch.cuda.cudart().cudaHostRegister(reg.address, reg.size, 0)
             reg.pinned = True
     return t, sizes
 
 
-def collate(batch):
+def collate(batch: Iterable[StrPath]) -> Tuple[Any, List[int]]:
     """A DataLoader collate_fn for FileDataset: a list of paths -> (one uint8
     tensor of all their bytes, their sizes)."""
     return load_batch(list(batch))
@@ -651,11 +686,11 @@ def collate(batch):
 class FileDataset:
     """A map-style dataset of paths (use with collate): item i is paths[i]."""
 
-    def __init__(self, paths):
-        self.paths = list(paths)
+    def __init__(self, paths: Iterable[StrPath]) -> None:
+        self.paths: List[StrPath] = list(paths)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> StrPath:
         return self.paths[i]

@@ -133,7 +133,7 @@ def test_make_install_layout(installed, feedfs_bin):
             found[os.path.relpath(p, installed)] = stat.S_IMODE(os.stat(p).st_mode)
     want = dict(INSTALLED)
     for f in sorted(os.listdir(os.path.join(ROOT, "python", "feedfs"))):
-        if f.endswith(".py"):
+        if f.endswith(".py") or f == "py.typed":
             want["usr/lib/python3/dist-packages/feedfs/" + f] = 0o644
     assert found == want
     with open(os.path.join(installed, "usr/bin/feedfs"), "rb") as a, open(feedfs_bin, "rb") as b:
@@ -148,6 +148,41 @@ def test_make_install_layout(installed, feedfs_bin):
                         capture_output=True, text=True, env=env, timeout=30)
     assert cp.returncode == 0, cp.stderr
     assert one_line(cp) == "mount.feedfs: %s b /m" % os.path.join(installed, "usr/bin/feedfs")
+
+
+def test_installed_python_package_finds_its_library(installed):
+    """The package of a PREFIX=/usr install imports with Debian's python3 and
+    loads <prefix>/lib/libfeedfs.so.1 of the same install (no ldconfig, no
+    FEEDFS_LIB); its version is the installed daemon's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("FEEDFS_LIB", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.path.join(installed, "usr/lib/python3/dist-packages")
+    code = ("import os, feedfs, feedfs.device as d; d.library(); "
+            "print(feedfs.__file__, os.path.realpath(d.library_path()), feedfs.__version__)")
+    cp = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, text=True,
+                        env=env, cwd="/", timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    version = subprocess.run([os.path.join(installed, "usr/bin/feedfs"), "--version"],
+                             capture_output=True, text=True, timeout=30).stdout.split()[1]
+    assert cp.stdout.split() == [
+        os.path.join(installed, "usr/lib/python3/dist-packages/feedfs/__init__.py"),
+        os.path.join(installed, "usr/lib/libfeedfs.so.1"), version]
+
+
+def test_default_prefix_python_dir_is_on_python3s_path(tmp_path, feedfs_bin):
+    """make install's default (PREFIX=/usr/local) puts the package in a
+    directory that Debian's /usr/bin/python3 searches."""
+    d = str(tmp_path / "destdir")
+    cp = subprocess.run(["make", "-s", "-C", ROOT, "install", "DESTDIR=%s" % d,
+                         "BUILD=%s" % os.path.dirname(feedfs_bin)],
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    found = [os.path.dirname(os.path.dirname(os.path.relpath(os.path.join(top, "__init__.py"), d)))
+             for top, _dirs, files in os.walk(d)
+             if "__init__.py" in files and os.path.basename(top) == "feedfs"]
+    path = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(chr(10).join(sys.path))"],
+                          capture_output=True, text=True, timeout=30, cwd="/").stdout.split("\n")
+    assert len(found) == 1 and "/" + found[0] in path, (found, path)
+    assert found[0].startswith("usr/local/lib/python3.")
 
 
 def test_systemd_unit_verifies(installed, tmp_path):

@@ -15,9 +15,19 @@ import threading
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# FEEDFS_TEST_INSTALLED=1 (make python-wheel-test): the package under test is
+# the one installed in this interpreter's environment (the wheel in a venv),
+# never the source tree's; otherwise (make python-test) it is python/.
+INSTALLED = os.environ.get("FEEDFS_TEST_INSTALLED") == "1"
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import feedfs  # noqa: E402
+
+if INSTALLED and os.path.realpath(feedfs.__file__).startswith(os.path.join(ROOT, "python") + "/"):
+    raise RuntimeError("FEEDFS_TEST_INSTALLED=1 but feedfs was imported from the source tree (%s)"
+                       % feedfs.__file__)
 
 
 def _read_line(c):
