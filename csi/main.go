@@ -205,6 +205,11 @@ func main() {
 	if err := os.MkdirAll(n.mountsDir(), 0755); err != nil {
 		die("state dir: %v", err)
 	}
+	if n.cacheRoot != "" {
+		if err := os.MkdirAll(n.cacheRoot, 0700); err != nil {
+			die("cache root: %v", err)
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(sock), 0755); err != nil {
 		die("socket dir: %v", err)
 	}

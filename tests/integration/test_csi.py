@@ -64,8 +64,8 @@ def wait_for(cond, what, timeout=WAIT_S):
 class Plugin:
     """One feedfs-csi process on a socket in tmp; `env` is its (the node's) environment."""
 
-    def __init__(self, binary, tmp, env):
-        self.binary, self.tmp, self.env = binary, str(tmp), env
+    def __init__(self, binary, tmp, env, args=()):
+        self.binary, self.tmp, self.env, self.args = binary, str(tmp), env, list(args)
         self.sock = os.path.join(self.tmp, "plugin", "csi.sock")
         self.state = os.path.join(self.tmp, "state")
         self.logpath = os.path.join(self.tmp, "plugin.log")
@@ -80,7 +80,7 @@ class Plugin:
         self.log = open(self.logpath, "ab")
         self.proc = subprocess.Popen(
             [self.binary, "--endpoint", "unix://" + self.sock, "--node-id", "node-1",
-             "--state-dir", self.state],
+             "--state-dir", self.state] + self.args,
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.env)
         wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None,
                  "the plugin's socket")
@@ -144,8 +144,10 @@ def plugin(csi_bin, tmp_path):
 
 @pytest.fixture
 def node_plugin(csi_bin, tmp_path):
-    """The plugin with the node's credentials (s3rver's keys) in its environment."""
-    p = Plugin(csi_bin, tmp_path, s3rver_env()).start()
+    """The plugin with the node's credentials (s3rver's keys) in its
+    environment, and a block cache per mount under tmp/cache."""
+    p = Plugin(csi_bin, tmp_path, s3rver_env(),
+               args=["--cache-root", os.path.join(str(tmp_path), "cache")]).start()
     yield p
     if p.proc.poll() is None:
         p.kill(signal.SIGTERM)
@@ -325,10 +327,16 @@ def test_mount_options_and_node_credentials(node_plugin, dataset, s3server, tmp_
     c.publish("vol-inline", tb, attrs(bucket, s3server.url, metadata_ttl="30",
                                       **{"csi.storage.k8s.io/ephemeral": "true",
                                          "csi.storage.k8s.io/pod.name": "pod-b"}))
-    assert len(node_plugin.base_mounts()) == 2
+    bases = node_plugin.base_mounts()
+    assert len(bases) == 2
     assert dev_of(ta) != dev_of(tb)
     check_bytes(ta, {k[4:]: v for k, v in want.items() if k.startswith("dir/")})
     check_bytes(tb, want)
+    # one block cache per mount, named as the mount (--cache-root), in use
+    caches = os.path.join(str(tmp_path), "cache")
+    assert sorted(os.listdir(caches)) == sorted(os.path.basename(b) for b in bases)
+    for b in bases:
+        assert os.listdir(os.path.join(caches, os.path.basename(b))) != []
     c.unpublish("vol-pv", ta)
     c.unpublish("vol-inline", tb)
     assert node_plugin.base_mounts() == []
