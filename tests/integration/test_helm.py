@@ -313,7 +313,8 @@ def test_fluid_profile_and_parser(tmp_path):
     ds = list(yaml.safe_load_all(open(os.path.join(ROOT, "helm", "fluid", "dataset.yaml"))))
     assert [d["kind"] for d in ds] == ["Secret", "Dataset", "ThinRuntime"]
     assert ds[2]["spec"]["profileName"] == prof["metadata"]["name"]
-    # What Fluid writes for that Dataset: encryptOptions become file paths.
+    # What Fluid writes for that Dataset: encryptOptions become file paths
+    # (below the secrets dir Fluid mounts them in).
     (tmp_path / "ak").write_text("AKIATEST\n")
     (tmp_path / "sk").write_text("secret-test\n")
     cfg = {"targetPath": "/runtime-mnt/thin/default/imagenet/thin-fuse",
@@ -324,7 +325,8 @@ def test_fluid_profile_and_parser(tmp_path):
                                    "access-key-id": str(tmp_path / "ak"),
                                    "secret-access-key": str(tmp_path / "sk")}}]}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    env = dict(os.environ, FLUID_CONFIG=str(tmp_path / "config.json"))
+    env = dict(os.environ, FLUID_CONFIG=str(tmp_path / "config.json"),
+               FLUID_SECRETS_DIR=str(tmp_path / "secrets"))
     cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
                         env=env, timeout=30)
     assert cp.returncode == 0, cp.stderr
@@ -337,14 +339,62 @@ def test_fluid_profile_and_parser(tmp_path):
     for bad, line in [
         (dict(cfg, mounts=cfg["mounts"] * 2),
          "fluid-feedfs: the Dataset has 2 mounts; feedfs serves one per ThinRuntime"),
-        (dict(cfg, mounts=[dict(cfg["mounts"][0], options={"access-key-id": "/nonexistent/ak"})]),
-         "fluid-feedfs: encryptOption access-key-id: cannot read /nonexistent/ak: "
-         "No such file or directory"),
+        (dict(cfg, mounts=[dict(cfg["mounts"][0], options={
+            "access-key-id": str(tmp_path / "secrets" / "s3-keys" / "ak")})]),
+         "fluid-feedfs: encryptOption access-key-id: cannot read %s: "
+         "No such file or directory" % (tmp_path / "secrets" / "s3-keys" / "ak")),
     ]:
         (tmp_path / "config.json").write_text(json.dumps(bad))
         cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
                             env=env, timeout=30)
         assert cp.returncode == 1 and cp.stderr.splitlines() == [line]
+
+
+@pytest.mark.parametrize("storage", ["configmap", "secret"])
+def test_fluid_secrets_by_path_or_inline(tmp_path, storage):
+    """Fluid hands encryptOptions over as the path of the mounted Secret's
+    file (THIN_FUSE_CONFIG_STORAGE=configmap, its default) or inline, the
+    value itself (=secret): feedfs gets the same variables either way, and a
+    value is never printed."""
+    values = {"access-key-id": "AKIAFLUIDTEST", "secret-access-key": "/sk+starts/with=slash",
+              "session-token": "token-fluid-test"}
+    sdir = tmp_path / "secrets" / "s3-keys"
+    sdir.mkdir(parents=True)
+    opts = {"region": "us-east-1"}
+    for k, v in values.items():
+        if storage == "configmap":
+            (sdir / k).write_text(v + "\n")
+            opts[k] = str(sdir / k)
+        else:
+            opts[k] = v
+    cfg = {"targetPath": "/runtime-mnt/thin/default/d/thin-fuse",
+           "mounts": [{"name": "d", "mountPoint": "s3://b/p/", "options": opts}]}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    # FEEDFS_NODE stands in for feedfs-node: it writes what it was given
+    out = tmp_path / "out"
+    node = tmp_path / "node.sh"
+    node.write_text('#!/bin/sh\nprintf "%%s\\n" "$*" "$AWS_ACCESS_KEY_ID" '
+                    '"$AWS_SECRET_ACCESS_KEY" "$AWS_SESSION_TOKEN" >%s\n' % out)
+    node.chmod(0o755)
+    env = dict(os.environ, FLUID_CONFIG=str(tmp_path / "config.json"),
+               FLUID_SECRETS_DIR=str(tmp_path / "secrets"), FEEDFS_NODE=str(node))
+    cp = subprocess.run([sys.executable, FLUID], capture_output=True, text=True, env=env,
+                        timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    assert out.read_text().splitlines() == [
+        "s3://b/p/ /runtime-mnt/thin/default/d/thin-fuse --region us-east-1",
+        "AKIAFLUIDTEST", "/sk+starts/with=slash", "token-fluid-test"]
+    cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
+                        env=env, timeout=30)
+    for v in values.values():
+        assert v not in cp.stdout + cp.stderr
+    # an empty inline value is refused, naming the option only
+    cfg["mounts"][0]["options"]["secret-access-key"] = ""
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
+                        env=env, timeout=30)
+    assert cp.returncode == 1
+    assert cp.stderr.splitlines() == ["fluid-feedfs: encryptOption secret-access-key is empty"]
 
 
 def run_node(args, env_extra, timeout=30):
