@@ -250,13 +250,15 @@ func (n *node) runHelper(env []string, args ...string) (string, error) {
 	return strings.TrimSpace(string(msg)), err
 }
 
-// answers stats dir within answerTimeout: a FUSE mount whose server hangs
-// would block the caller forever.
+// answers asks the file system at dir for its statfs, within answerTimeout
+// (a FUSE mount whose server hangs would block the caller forever). statfs,
+// not stat: the kernel answers a stat of the root from its attribute cache
+// even when the server is gone; a statfs always reaches the server.
 func answers(dir string) error {
 	done := make(chan error, 1)
 	go func() {
-		var st syscall.Stat_t
-		done <- syscall.Stat(dir, &st)
+		var st syscall.Statfs_t
+		done <- syscall.Statfs(dir, &st)
 	}()
 	select {
 	case err := <-done:
@@ -366,16 +368,15 @@ func (n *node) publish(ctx context.Context, r *publishRequest) (interface{}, err
 	if err != nil {
 		return nil, err
 	}
-	cur, bound := mountAt(tab, target)
-	m, err := n.ensureMount(v, base)
-	if err != nil {
-		return nil, err
-	}
-	if bound {
-		if cur.dev == m.dev {
+	if cur, bound := mountAt(tab, target); bound {
+		if m, ok := mountAt(tab, base); ok && m.dev == cur.dev {
 			return emptyResponse{}, nil // published already: the same answer
 		}
+		// Checked before mounting: a refused publish leaves no mount behind.
 		return nil, status.Errorf(codes.AlreadyExists, "target_path %s holds another mount (%s)", target, cur.fstype)
+	}
+	if _, err := n.ensureMount(v, base); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(target, 0750); err != nil {
 		return nil, status.Errorf(codes.Internal, "mkdir %s: %v", target, err)
@@ -443,12 +444,10 @@ func (n *node) unpublish(ctx context.Context, r *unpublishRequest) (interface{},
 			base = m.point
 		}
 	}
-	if base == "" {
-		// Not a bind of one of ours: leave the caller's mount alone.
-		return nil, status.Errorf(codes.NotFound, "target_path %s is not a feedfs-csi volume (%s)", target, cur.fstype)
+	if base != "" {
+		unlock := n.lockKey(filepath.Base(base))
+		defer unlock()
 	}
-	unlock := n.lockKey(filepath.Base(base))
-	defer unlock()
 	if err := unmount(target); err != nil && err != syscall.EINVAL {
 		return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
 	}
@@ -456,6 +455,11 @@ func (n *node) unpublish(ctx context.Context, r *unpublishRequest) (interface{},
 		return nil, status.Errorf(codes.Internal, "remove %s: %v", target, err)
 	}
 	log.Printf("unpublished volume %s from %s", r.volumeID, target)
+	if base == "" {
+		// A bind of a mount that is gone from STATE/mounts (it died and a
+		// new one replaced it): nothing more to unmount.
+		return emptyResponse{}, nil
+	}
 	if tab, err = n.table(); err != nil {
 		return nil, err
 	}

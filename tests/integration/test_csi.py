@@ -488,3 +488,52 @@ def test_publish_waits_for_the_mount(plugin, dataset, s3server, tmp_path):
         assert plugin.base_mounts() == []
     finally:
         gate.close()
+
+
+def test_target_holding_another_mount(plugin, dataset, s3server, tmp_path):
+    """A target path that holds some other mount: ALREADY_EXISTS, and the
+    refused publish leaves no feedfs mount behind."""
+    bucket, _ = dataset
+    t = target(tmp_path, "pod-x")
+    os.makedirs(t)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "other", t], check=True)
+    try:
+        code, msg = code_of(lambda: plugin.client.publish(
+            "vol-1", t, attrs(bucket, s3server.url), secrets=SECRETS))
+        assert code == grpc.StatusCode.ALREADY_EXISTS and "holds another mount" in msg
+        assert plugin.base_mounts() == []
+    finally:
+        subprocess.run(["umount", t], capture_output=True)
+
+
+def test_dead_mount_is_replaced(plugin, dataset, s3server, tmp_path):
+    """The node's feedfs mount died whole (server and keeper killed): the next
+    pod gets a new mount that reads right; the old pod's unpublish still
+    succeeds (kubelet would retry it forever otherwise), and the new mount
+    goes with its last pod."""
+    bucket, want = dataset
+    ctx = attrs(bucket, s3server.url)
+    ta, tb = target(tmp_path, "pod-a"), target(tmp_path, "pod-b")
+    plugin.client.publish("vol-1", ta, ctx, secrets=SECRETS)
+    (base,) = plugin.base_mounts()
+    old_dev = dev_of(base)
+
+    def kill_all():         # the keeper starts a successor for a server killed before it
+        for pid in feedfs_pids(base):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return not any(pid_alive(p) for p in feedfs_pids(base))
+    wait_for(kill_all, "every feedfs process of the mount to die")
+    with pytest.raises(OSError):
+        os.listdir(ta)                                # the old pod's mount is dead
+    plugin.client.publish("vol-1", tb, ctx, secrets=SECRETS)
+    assert plugin.base_mounts() == [base] and dev_of(base) != old_dev
+    assert dev_of(tb) == dev_of(base)
+    check_bytes(tb, want)
+    plugin.client.unpublish("vol-1", ta)
+    assert not is_mounted(ta)
+    assert plugin.base_mounts() == [base]
+    plugin.client.unpublish("vol-1", tb)
+    assert plugin.base_mounts() == []
