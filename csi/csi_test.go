@@ -89,6 +89,9 @@ func TestParseVolume(t *testing.T) {
 		{map[string]string{"source": "s3://b/", "csi.storage.k8s.io/ephemeral": "true",
 			"cache_dir": "/etc"}, nil, "option 'cache_dir' names a node path"},
 		{map[string]string{"source": "s3://b/", "region": "a\"b"}, nil, "may not hold"},
+		{map[string]string{"source": "s3://b/", "csi.storage.k8s.io/ephemeral": "true",
+			"region=x,cache_dir": "/etc"}, nil, "is not a feedfs option name"},
+		{map[string]string{"source": "s3://b/", "Region": "x"}, nil, "is not a feedfs option name"},
 	}
 	for _, c := range bad {
 		_, err := parseVolume(c.vc, nil, c.secrets)

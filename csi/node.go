@@ -125,6 +125,11 @@ func parseVolume(vc map[string]string, flags []string, secrets map[string]string
 		if k == "source" || strings.Contains(k, "/") {
 			continue
 		}
+		// The key becomes an option name in mount.feedfs's comma list: one
+		// holding ',' or '=' would smuggle in other options.
+		if !optionName(k) {
+			return nil, invalid("volume attribute '%s' is not a feedfs option name ([a-z0-9_-], as in fstab)", k)
+		}
 		val := vc[k]
 		switch strings.ToLower(val) {
 		case "false":
@@ -183,6 +188,18 @@ func parseVolume(vc map[string]string, flags []string, secrets map[string]string
 	}
 	v.key = hex.EncodeToString(h.Sum(nil))[:32]
 	return v, nil
+}
+
+func optionName(k string) bool {
+	if k == "" || k[0] < 'a' || k[0] > 'z' {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // environ is the node's environment with the volume's credentials on top;

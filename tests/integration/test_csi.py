@@ -370,6 +370,9 @@ def _bad_cases(tmp, url):
          "cannot be used with mount(8)"),
         ("inline cache_dir", pub("v", t, dict(ctx, cache_dir="/etc", **{
             "csi.storage.k8s.io/ephemeral": "true"})), INVALID, "not allowed in an inline volume"),
+        ("smuggled option", pub("v", t, dict(ctx, **{
+            "csi.storage.k8s.io/ephemeral": "true", "region=x,cache_dir": "/etc"})), INVALID,
+         "'region=x,cache_dir' is not a feedfs option name"),
         ("unpublish no volume_id", ("Node", "NodeUnpublishVolume", unpublish_request(None, t)),
          INVALID, "volume_id is required"),
         ("unpublish no target", ("Node", "NodeUnpublishVolume", unpublish_request("v", None)),
