@@ -101,14 +101,6 @@ func (m nodeCaps) marshal() []byte {
 	return e.b
 }
 
-// VolumeCapability.AccessMode.Mode values (the ones named in messages).
-var accessModeNames = map[uint64]string{
-	0: "UNKNOWN", 1: "SINGLE_NODE_WRITER", 2: "SINGLE_NODE_READER_ONLY",
-	3: "MULTI_NODE_READER_ONLY", 4: "MULTI_NODE_SINGLE_WRITER",
-	5: "MULTI_NODE_MULTI_WRITER", 6: "SINGLE_NODE_SINGLE_WRITER",
-	7: "SINGLE_NODE_MULTI_WRITER",
-}
-
 // VolumeCapability: oneof access_type { BlockVolume block = 1; MountVolume
 // mount = 2 }, AccessMode access_mode = 3. MountVolume: fs_type = 1,
 // repeated mount_flags = 2, volume_mount_group = 3. AccessMode: Mode mode = 1.
