@@ -226,6 +226,8 @@ def test_identity_and_node_info(plugin):
 def test_help_and_bad_flags(csi_bin):
     cp = subprocess.run([csi_bin, "--help"], capture_output=True, text=True, timeout=30)
     assert cp.returncode == 0 and "--endpoint unix:///PATH/csi.sock" in cp.stdout
+    cp = subprocess.run([csi_bin, "--version"], capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 0 and cp.stdout == "feedfs-csi %s\n" % feedfs_version()
     cp = subprocess.run([csi_bin], capture_output=True, text=True, timeout=30)
     assert cp.returncode == 2
     assert cp.stderr == "feedfs-csi: --endpoint unix:///PATH/csi.sock is required\n"
