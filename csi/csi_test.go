@@ -67,16 +67,22 @@ func TestParseVolume(t *testing.T) {
 		return map[string]string{"source": "s3://b/", "region": "us-east-1",
 			"force_path_style": "true", "list_v1": "false", "csi.storage.k8s.io/pod.name": "p"}
 	}
-	v, err := parseVolume(base(), []string{"endpoint_url=http://h:9000"}, nil)
+	salt := []byte("salt-1")
+	v, err := parseVolume(base(), []string{"endpoint_url=http://h:9000"}, nil, salt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(v.opts, ","); got != "force_path_style,region=us-east-1,endpoint_url=http://h:9000" {
 		t.Errorf("opts %q", got)
 	}
-	w, _ := parseVolume(base(), []string{"endpoint_url=http://h:9000"}, map[string]string{"key_id": "A"})
+	w, _ := parseVolume(base(), []string{"endpoint_url=http://h:9000"}, map[string]string{"key_id": "A"}, salt)
 	if w.key == v.key || w.env["AWS_ACCESS_KEY_ID"] != "A" {
 		t.Errorf("secrets do not part the mounts: %s %s", v.key, w.key)
+	}
+	same, _ := parseVolume(base(), []string{"endpoint_url=http://h:9000"}, nil, salt)
+	other, _ := parseVolume(base(), []string{"endpoint_url=http://h:9000"}, nil, []byte("salt-2"))
+	if same.key != v.key || other.key == v.key {
+		t.Errorf("keys: same salt %s vs %s, other salt %s", same.key, v.key, other.key)
 	}
 	bad := []struct {
 		vc      map[string]string
@@ -94,7 +100,7 @@ func TestParseVolume(t *testing.T) {
 		{map[string]string{"source": "s3://b/", "Region": "x"}, nil, "is not a feedfs option name"},
 	}
 	for _, c := range bad {
-		_, err := parseVolume(c.vc, nil, c.secrets)
+		_, err := parseVolume(c.vc, nil, c.secrets, salt)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.vc, err, c.want)
 		}

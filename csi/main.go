@@ -205,6 +205,9 @@ func main() {
 	if err := os.MkdirAll(n.mountsDir(), 0755); err != nil {
 		die("state dir: %v", err)
 	}
+	if err := n.loadSalt(); err != nil {
+		die("state dir: key salt: %v", err)
+	}
 	if n.cacheRoot != "" {
 		if err := os.MkdirAll(n.cacheRoot, 0700); err != nil {
 			die("cache root: %v", err)

@@ -3,7 +3,9 @@
 // each pod's target path once it answers, unmounted when the last pod leaves.
 //
 // DESIGN
-// A volume's key is a SHA-256 over its source, its options and its secrets:
+// A volume's key is an HMAC-SHA-256 over its source, its options and its
+// secrets, keyed by a random salt kept in STATE/key-salt (so that a weak
+// password cannot be guessed offline from a key seen in a log or a path):
 // two pods with the same attributes and credentials share one mount and one
 // block cache; a pod with other credentials gets its own mount, so it never
 // reads through another workload's credentials. The mount lives at
@@ -22,6 +24,8 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -65,6 +69,7 @@ var nodeOptions = map[string]bool{
 const answerTimeout = 10 * time.Second
 
 type node struct {
+	salt      []byte // the key's HMAC key (loadSalt)
 	id        string
 	stateDir  string // STATE: mounts/KEY, logs/KEY.log
 	cacheRoot string // "": no cache unless the volume names one
@@ -88,6 +93,34 @@ func (n *node) lockKey(key string) func() {
 
 func (n *node) mountsDir() string { return filepath.Join(n.stateDir, "mounts") }
 
+// loadSalt reads STATE/key-salt, making it (32 random bytes, mode 0600) the
+// first time: the same on every start, so that a restarted plugin finds the
+// mounts of its predecessor under the same keys.
+func (n *node) loadSalt() error {
+	path := filepath.Join(n.stateDir, "key-salt")
+	salt, err := ioutil.ReadFile(path)
+	if err == nil && len(salt) == 32 {
+		n.salt = salt
+		return nil
+	}
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	salt = make([]byte, 32)
+	if _, err := rand.Read(salt); err != nil {
+		return err
+	}
+	tmp := path + ".new"
+	if err := ioutil.WriteFile(tmp, salt, 0600); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	n.salt = salt
+	return nil
+}
+
 // volume is what a publish request asks for, checked.
 type volume struct {
 	source string
@@ -105,7 +138,7 @@ func invalid(format string, a ...interface{}) error {
 // parseVolume turns volume_context, the mount flags and the secrets into a
 // volume, or an INVALID_ARGUMENT error that names what is wrong (never a
 // secret's value).
-func parseVolume(vc map[string]string, flags []string, secrets map[string]string) (*volume, error) {
+func parseVolume(vc map[string]string, flags []string, secrets map[string]string, salt []byte) (*volume, error) {
 	v := &volume{env: map[string]string{}, inline: vc["csi.storage.k8s.io/ephemeral"] == "true"}
 	v.source = vc["source"]
 	if v.source == "" {
@@ -178,7 +211,7 @@ func parseVolume(vc map[string]string, flags []string, secrets map[string]string
 		}
 		v.env[env] = secrets[k]
 	}
-	h := sha256.New()
+	h := hmac.New(sha256.New, salt)
 	fmt.Fprintf(h, "feedfs-csi volume\x00%s\x00", v.source)
 	for _, o := range v.opts {
 		fmt.Fprintf(h, "o\x00%s\x00", o)
@@ -363,7 +396,7 @@ func (n *node) publish(ctx context.Context, r *publishRequest) (interface{}, err
 		return nil, invalid("volume_capability.access_mode is required")
 	}
 	target := filepath.Clean(r.targetPath)
-	v, err := parseVolume(r.volumeContext, r.capability.mountFlags, r.secrets)
+	v, err := parseVolume(r.volumeContext, r.capability.mountFlags, r.secrets, n.salt)
 	if err != nil {
 		return nil, err
 	}

@@ -309,10 +309,18 @@ def test_restarted_plugin_unpublishes(plugin, dataset, s3server, tmp_path):
     plugin.kill()
     check_bytes(ta, want)                             # the mounts outlive the plugin
     plugin.start()
+    # a new pod of the volume joins the same mount: the keys are the same
+    # after a restart (the salt of their HMAC is kept in the state dir, 0600)
+    tc = target(tmp_path, "pod-c")
+    plugin.client.publish("vol-1", tc, ctx, secrets=SECRETS)
+    assert plugin.base_mounts() == bases
+    assert os.stat(os.path.join(plugin.state, "key-salt")).st_mode & 0o777 == 0o600
     plugin.client.unpublish("vol-1", ta)
     assert plugin.base_mounts() == bases
     check_bytes(tb, want)
+    check_bytes(tc, want)
     plugin.client.unpublish("vol-1", tb)
+    plugin.client.unpublish("vol-1", tc)
     assert plugin.base_mounts() == []
 
 
