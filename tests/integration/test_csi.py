@@ -520,8 +520,9 @@ def test_target_holding_another_mount(plugin, dataset, s3server, tmp_path):
 
 
 def test_dead_mount_is_replaced(plugin, dataset, s3server, tmp_path):
-    """The node's feedfs mount died whole (server and keeper killed): the next
-    pod gets a new mount that reads right; the old pod's unpublish still
+    """A killed serving process is replaced by its keeper under the pod's
+    reads. A mount that died whole (server and keeper killed): the next pod
+    gets a new mount that reads right; the old pod's unpublish still
     succeeds (kubelet would retry it forever otherwise), and the new mount
     goes with its last pod."""
     bucket, want = dataset
@@ -531,6 +532,24 @@ def test_dead_mount_is_replaced(plugin, dataset, s3server, tmp_path):
     (base,) = plugin.base_mounts()
     old_dev = dev_of(base)
 
+    # First the restart survival feedfs has anyway: the serving process
+    # (the keeper's child) killed, the keeper starts a successor, and the
+    # pod reads on through a file it held open, on the same mount.
+    def ppid(pid):
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    pids = feedfs_pids(base)
+    (server,) = [p for p in pids if ppid(p) in pids]
+    held = open(os.path.join(ta, "a.bin"), "rb")
+    first = held.read(1 << 20)
+    os.kill(server, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(server) and len(feedfs_pids(base)) == 2, "a successor")
+    assert sha256(first + held.read()) == want["a.bin"]
+    held.close()
+    check_bytes(ta, want)
+    assert dev_of(base) == old_dev
+
+    # Then the whole mount killed, keeper too.
     def kill_all():         # the keeper starts a successor for a server killed before it
         for pid in feedfs_pids(base):
             try:
