@@ -1,6 +1,6 @@
 # feedfs — one Makefile that documents itself: `make help`.
 #
-#   make            build build/feedfs
+#   make            build build/feedfs (and build/feedfs-csi, the CSI node plugin, in Go)
 #   make test       unit tests + ASan/UBSan build + integration tests (real FUSE, real s3rver)
 #   make demo       local S3 server + sample dataset + mount + a training-style read pass
 #   make deps       install Debian packages and the pinned npm test server
@@ -66,9 +66,9 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 
 .SECONDARY:
 .PHONY: all help install uninstall test test-stress unit asan integration demo deps clean bench \
-        python-test python-wheel python-wheel-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
+        python-test python-wheel python-wheel-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak csi-test
 
-all: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs, build/mount.feedfs and libfeedfs (default)
+all: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(BUILD)/feedfs-csi $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs, build/mount.feedfs, build/feedfs-csi and libfeedfs (default)
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
@@ -118,6 +118,22 @@ $(BUILD)/mount.feedfs: $(BUILD)/obj/src/mount_helper.o $(LIB)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# feedfs-csi, the CSI node plugin (csi/, Go): built offline against Debian's
+# golang-google-grpc-dev in GOPATH mode, no module download.
+GO        ?= go
+GOENV     := GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS=
+VERSION   := $(shell sed -n 's/^\#define FEEDFS_VERSION "\(.*\)"/\1/p' include/feedfs/options.h)
+CSI_SRCS  := $(filter-out %_test.go,$(wildcard csi/*.go))
+
+$(BUILD)/feedfs-csi: $(CSI_SRCS) include/feedfs/options.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GO      $@")
+	$(Q)$(GOENV) $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $@ ./csi
+
+csi-test: ## unit tests of feedfs-csi (wire format, volume attributes)
+	$(GOENV) $(GO) vet ./csi
+	$(GOENV) $(GO) test ./csi
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(UNIT_HARN) $(LIB)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -138,8 +154,10 @@ PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREF
 PY_XY      = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
 PY_SRCS   := $(wildcard python/feedfs/*.py)
 
-install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, units, man pages, libfeedfs, python package
+install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(BUILD)/feedfs-csi $(CLIB_A) $(CLIB_SO) ## install under DESTDIR/PREFIX (/usr/local): binaries, helper, CSI plugin, units, man pages, libfeedfs, python package
 	install -D -m 0755 $(BUILD)/feedfs $(DESTDIR)$(BINDIR)/feedfs
+	install -D -m 0755 $(BUILD)/feedfs-csi $(DESTDIR)$(BINDIR)/feedfs-csi
+	install -D -m 0644 docs/feedfs-csi.8 $(DESTDIR)$(MANDIR)/man8/feedfs-csi.8
 	install -D -m 0755 $(BUILD)/mount.feedfs $(DESTDIR)$(SBINDIR)/mount.feedfs
 	install -D -m 0644 docs/feedfs.1 $(DESTDIR)$(MANDIR)/man1/feedfs.1
 	install -D -m 0644 docs/mount.feedfs.8 $(DESTDIR)$(MANDIR)/man8/mount.feedfs.8
@@ -159,6 +177,7 @@ install: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) ## install u
 
 uninstall: ## remove what install put in place
 	rm -f $(DESTDIR)$(BINDIR)/feedfs $(DESTDIR)$(SBINDIR)/mount.feedfs \
+	      $(DESTDIR)$(BINDIR)/feedfs-csi $(DESTDIR)$(MANDIR)/man8/feedfs-csi.8 \
 	      $(DESTDIR)$(MANDIR)/man1/feedfs.1 $(DESTDIR)$(MANDIR)/man8/mount.feedfs.8 \
 	      $(DESTDIR)$(UNITDIR)/feedfs@.service $(DESTDIR)$(DOCDIR)/feedfs.env.example \
 	      $(DESTDIR)$(DOCDIR)/DEPLOY.md
@@ -214,6 +233,7 @@ test: ## everything CI runs: deps, unit, ASan/UBSan, valgrind, fuzz seeds, integ
 	$(MAKE) unit
 	$(MAKE) python-test
 	$(MAKE) python-wheel-test
+	$(MAKE) csi-test
 	$(MAKE) -j$(NPROC) SANITIZE=address,undefined all
 	$(MAKE) asan
 	$(MAKE) -j$(NPROC) SANITIZE=thread build/san-thread/feedfs

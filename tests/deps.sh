@@ -20,7 +20,8 @@ APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev lib
           python3-torch python3-torchvision mypy python3-build python3-venv python3-setuptools
           python3-wheel curl ca-certificates iproute2
           clang libclang-rt-14-dev valgrind
-          python3-yaml python3-kubernetes systemd)
+          python3-yaml python3-kubernetes systemd
+          golang-go golang-google-grpc-dev python3-grpcio)
 S3RVER_VERSION=3.7.1
 
 say() { printf 'deps: %s\n' "$*"; }
@@ -73,6 +74,11 @@ check_system() {
 	# the unit test runs systemd-analyze verify
 	"$PY" -c 'import yaml, kubernetes' 2>/dev/null || { say "missing: $PY modules yaml/kubernetes"; ok=1; }
 	command -v systemd-analyze >/dev/null 2>&1 || { say "missing: systemd-analyze (systemd)"; ok=1; }
+	# feedfs-csi (csi/, Go) builds offline against Debian's gRPC; its tests
+	# call it over its socket with python3-grpcio
+	command -v go >/dev/null 2>&1 || { say "missing: go (golang-go)"; ok=1; }
+	[ -d /usr/share/gocode/src/google.golang.org/grpc ] || { say "missing: golang-google-grpc-dev"; ok=1; }
+	"$PY" -c 'import grpc' 2>/dev/null || { say "missing: $PY module grpc (python3-grpcio)"; ok=1; }
 	# the fuzz-smoke step of make test builds libFuzzer harnesses with clang
 	command -v clang >/dev/null 2>&1 || { say "missing: clang"; ok=1; }
 	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || { say "missing: libclang-rt-14-dev"; ok=1; }

@@ -11,9 +11,17 @@ read when the first is absent). From it this takes:
                               "true" for a flag, "false" to leave it out),
                               after the ThinRuntime's runtimeOptions
   access-key-id, secret-access-key, session-token (in those options, from the
-  Dataset's encryptOptions): Fluid gives the path of a file holding the value;
-  its content becomes AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-  AWS_SESSION_TOKEN (or ALIBABA_CLOUD_* for oss:// sources).
+  Dataset's encryptOptions) become AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+  AWS_SESSION_TOKEN (or ALIBABA_CLOUD_* for oss:// sources). Fluid hands them
+  over in one of two ways, and both are taken:
+    - by default (THIN_FUSE_CONFIG_STORAGE=configmap in Fluid's controller),
+      the path of a file holding the value, /etc/fluid/secrets/SECRET/KEY
+      (the Secret mounted in the FUSE pod); its content is the value;
+    - with THIN_FUSE_CONFIG_STORAGE=secret, the value itself, inline (the
+      config.json is then a Secret).
+  A value under /etc/fluid/secrets/ (FLUID_SECRETS_DIR overrides it), or the
+  path of an existing file, is read; anything else is the value. A secret's
+  value is never printed, not even in an error.
 It then execs feedfs-node (the checks of the node image, one line each), which
 execs feedfs in the foreground. One Dataset mount per runtime: a second one is
 refused with one line. --print writes the command and the credential variable
@@ -26,6 +34,7 @@ import sys
 
 PROG = "fluid-feedfs"
 CONFIGS = ("/etc/fluid/config/config.json", "/etc/fluid/config.json")
+SECRETS_DIR = "/etc/fluid/secrets"      # where Fluid mounts the Secrets of encryptOptions
 SECRET_KEYS = {
     "access-key-id": ("AWS_ACCESS_KEY_ID", "ALIBABA_CLOUD_ACCESS_KEY_ID"),
     "secret-access-key": ("AWS_SECRET_ACCESS_KEY", "ALIBABA_CLOUD_ACCESS_KEY_SECRET"),
@@ -55,6 +64,23 @@ def load_config():
     die("no Fluid config at %s" % " or ".join(paths))
 
 
+def secret_value(name, v):
+    """The value of encryptOption name: the content of the file v names when v
+    is a path Fluid gives (under its secrets dir) or an existing file, else v
+    itself (Fluid inlined it)."""
+    v = "" if v is None else str(v)
+    root = os.environ.get("FLUID_SECRETS_DIR") or SECRETS_DIR
+    if v.startswith(root.rstrip("/") + "/") or (v.startswith("/") and os.path.isfile(v)):
+        try:
+            with open(v) as f:
+                return f.read().strip()
+        except OSError as e:
+            die("encryptOption %s: cannot read %s: %s" % (name, v, e.strerror))
+    if not v:
+        die("encryptOption %s is empty" % name)
+    return v
+
+
 def command(cfg):
     """(argv, {env name: value}) for the config."""
     target = cfg.get("targetPath")
@@ -75,12 +101,7 @@ def command(cfg):
     env, args = {}, []
     for k, v in opts.items():
         if k in SECRET_KEYS:
-            name = SECRET_KEYS[k][1 if oss else 0]
-            try:
-                with open(v) as f:
-                    env[name] = f.read().strip()
-            except OSError as e:
-                die("encryptOption %s: cannot read %s: %s" % (k, v, e.strerror))
+            env[SECRET_KEYS[k][1 if oss else 0]] = secret_value(k, v)
             continue
         v = "" if v is None else str(v)
         if v.lower() == "false":

@@ -16,9 +16,11 @@ from mounter import ROOT, Mount, pids_of_mount, s3rver_env
 # What `make install DESTDIR=D PREFIX=/usr` lays out: path -> mode.
 INSTALLED = {
     "usr/bin/feedfs": 0o755,
+    "usr/bin/feedfs-csi": 0o755,            # the CSI node plugin (issue 37)
     "sbin/mount.feedfs": 0o755,
     "usr/share/man/man1/feedfs.1": 0o644,
     "usr/share/man/man8/mount.feedfs.8": 0o644,
+    "usr/share/man/man8/feedfs-csi.8": 0o644,
     "usr/lib/systemd/system/feedfs@.service": 0o644,
     "usr/share/doc/feedfs/feedfs.env.example": 0o644,
     "usr/share/doc/feedfs/DEPLOY.md": 0o644,

@@ -28,7 +28,10 @@ NODE = os.path.join(ROOT, "helm", "image", "feedfs-node")
 FLUID = os.path.join(ROOT, "helm", "fluid", "fluid-feedfs.py")
 ACK = os.path.join(ROOT, "helm", "ack", "ack-feedfs")
 MODELS = {("apps/v1", "DaemonSet"): "V1DaemonSet", ("v1", "ServiceAccount"): "V1ServiceAccount",
-          ("v1", "Service"): "V1Service", ("v1", "Pod"): "V1Pod"}
+          ("v1", "Service"): "V1Service", ("v1", "Pod"): "V1Pod",
+          ("storage.k8s.io/v1", "CSIDriver"): "V1CSIDriver",
+          ("v1", "PersistentVolume"): "V1PersistentVolume",
+          ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim"}
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +208,7 @@ def test_chart_refuses_bad_values(values, msg):
 
 
 def test_example_pod(k8s):
-    with open(os.path.join(ROOT, "helm", "examples", "training-pod.yaml")) as f:
+    with open(os.path.join(ROOT, "helm", "examples", "training-pod-hostpath.yaml")) as f:
         pod = yaml.safe_load(f)
     p = validate(k8s, pod)
     (vm,) = p.spec.containers[0].volume_mounts
@@ -213,6 +216,93 @@ def test_example_pod(k8s):
     # the mount root of the chart's default values, not a mount point under it
     (vol,) = p.spec.volumes
     assert vol.host_path.path == yaml.safe_load(open(os.path.join(CHART, "values.yaml")))["mountRoot"]
+
+
+def test_chart_csi_driver(k8s):
+    """csi.enabled: a CSIDriver and the node plugin's DaemonSet (feedfs-csi and
+    kubelet's node-driver-registrar), next to the mounts' DaemonSet."""
+    docs = docs_of(render_chart(CHART, {"csi": {"enabled": True},
+                                        "credentials": {"existingSecret": "s3-keys"}},
+                                release="data", namespace="kube-system"))
+    for d in docs:
+        validate(k8s, d)
+    (drv,) = [d for d in docs if d["kind"] == "CSIDriver"]
+    assert drv["metadata"]["name"] == "csi.feedfs.io"
+    assert drv["spec"]["attachRequired"] is False
+    assert drv["spec"]["volumeLifecycleModes"] == ["Persistent", "Ephemeral"]
+    dss = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+    assert sorted(dss) == ["data-feedfs", "data-feedfs-csi-node"]
+    ds = dss["data-feedfs-csi-node"]
+    # its pods are not the mounts DaemonSet's, nor the metrics Service's
+    sel = ds["spec"]["selector"]["matchLabels"]
+    assert sel != dss["data-feedfs"]["spec"]["selector"]["matchLabels"]
+    assert all(ds["spec"]["template"]["metadata"]["labels"][k] == v for k, v in sel.items())
+    spec = ds["spec"]["template"]["spec"]
+    plugin, reg = spec["containers"]
+    assert plugin["command"][-1] == "/usr/local/bin/feedfs-csi"
+    assert plugin["args"] == ["--endpoint", "unix:///csi/csi.sock", "--driver-name",
+                              "csi.feedfs.io", "--state-dir",
+                              "/var/lib/kubelet/plugins/csi.feedfs.io", "--cache-root", "/cache"]
+    assert plugin["envFrom"] == [{"secretRef": {"name": "s3-keys", "optional": True}}]
+    assert plugin["securityContext"]["privileged"] is True
+    pm = {v["name"]: v for v in plugin["volumeMounts"]}
+    # the pods' volume directories are under kubelet's: the bind mounts
+    # made there must reach the node
+    assert pm["kubelet-dir"] == {"name": "kubelet-dir", "mountPath": "/var/lib/kubelet",
+                                 "mountPropagation": "Bidirectional"}
+    assert "--csi-address=/csi/csi.sock" in reg["args"]
+    assert "--kubelet-registration-path=/var/lib/kubelet/plugins/csi.feedfs.io/csi.sock" \
+        in reg["args"]
+    vols = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    assert vols["plugin-dir"] == "/var/lib/kubelet/plugins/csi.feedfs.io"
+    assert vols["registration-dir"] == "/var/lib/kubelet/plugins_registry"
+    # off by default: the chart renders what it did before
+    kinds = [d["kind"] for d in docs_of(render_chart(CHART))]
+    assert "CSIDriver" not in kinds and kinds.count("DaemonSet") == 1
+
+
+def _baseline_ok(pod_spec):
+    """What the baseline Pod Security Standard refuses that a training pod
+    could hold: hostPath volumes, privileged containers, host namespaces,
+    added capabilities, mount propagation (it needs privileged)."""
+    bad = [v["name"] for v in pod_spec.get("volumes", []) if "hostPath" in v]
+    for k in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod_spec.get(k):
+            bad.append(k)
+    for c in pod_spec["containers"]:
+        sc = c.get("securityContext") or {}
+        if sc.get("privileged") or (sc.get("capabilities") or {}).get("add"):
+            bad.append(c["name"])
+        bad += [m["name"] for m in c.get("volumeMounts", []) if m.get("mountPropagation")]
+    return bad
+
+
+@pytest.mark.parametrize("name", ["training-pod.yaml", "training-pod-inline.yaml"])
+def test_example_csi_pods(k8s, name):
+    """The examples that declare the dataset as a volume: every object
+    validates, the pod holds nothing the baseline standard refuses (the
+    hostPath example does), and the volume is the driver's."""
+    with open(os.path.join(ROOT, "helm", "examples", name)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for d in docs:
+        validate(k8s, d)
+    kinds = {d["kind"]: d for d in docs}
+    pod = kinds["Pod"]["spec"]
+    assert _baseline_ok(pod) == []
+    (vol,) = pod["volumes"]
+    if name == "training-pod.yaml":
+        pv, pvc = kinds["PersistentVolume"]["spec"], kinds["PersistentVolumeClaim"]
+        assert pv["csi"]["driver"] == "csi.feedfs.io"
+        assert pv["csi"]["volumeAttributes"]["source"].startswith("s3://")
+        assert vol["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+        assert pvc["spec"]["volumeName"] == kinds["PersistentVolume"]["metadata"]["name"]
+        assert pv["claimRef"]["name"] == pvc["metadata"]["name"]
+    else:
+        assert sorted(kinds) == ["Pod"]
+        assert vol["csi"]["driver"] == "csi.feedfs.io"
+        assert vol["csi"]["volumeAttributes"]["source"].startswith("s3://")
+    with open(os.path.join(ROOT, "helm", "examples", "training-pod-hostpath.yaml")) as f:
+        assert _baseline_ok(yaml.safe_load(f)["spec"]) != []
 
 
 def test_fluid_profile_and_parser(tmp_path):
@@ -223,7 +313,8 @@ def test_fluid_profile_and_parser(tmp_path):
     ds = list(yaml.safe_load_all(open(os.path.join(ROOT, "helm", "fluid", "dataset.yaml"))))
     assert [d["kind"] for d in ds] == ["Secret", "Dataset", "ThinRuntime"]
     assert ds[2]["spec"]["profileName"] == prof["metadata"]["name"]
-    # What Fluid writes for that Dataset: encryptOptions become file paths.
+    # What Fluid writes for that Dataset: encryptOptions become file paths
+    # (below the secrets dir Fluid mounts them in).
     (tmp_path / "ak").write_text("AKIATEST\n")
     (tmp_path / "sk").write_text("secret-test\n")
     cfg = {"targetPath": "/runtime-mnt/thin/default/imagenet/thin-fuse",
@@ -234,7 +325,8 @@ def test_fluid_profile_and_parser(tmp_path):
                                    "access-key-id": str(tmp_path / "ak"),
                                    "secret-access-key": str(tmp_path / "sk")}}]}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    env = dict(os.environ, FLUID_CONFIG=str(tmp_path / "config.json"))
+    env = dict(os.environ, FLUID_CONFIG=str(tmp_path / "config.json"),
+               FLUID_SECRETS_DIR=str(tmp_path / "secrets"))
     cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
                         env=env, timeout=30)
     assert cp.returncode == 0, cp.stderr
@@ -247,14 +339,62 @@ def test_fluid_profile_and_parser(tmp_path):
     for bad, line in [
         (dict(cfg, mounts=cfg["mounts"] * 2),
          "fluid-feedfs: the Dataset has 2 mounts; feedfs serves one per ThinRuntime"),
-        (dict(cfg, mounts=[dict(cfg["mounts"][0], options={"access-key-id": "/nonexistent/ak"})]),
-         "fluid-feedfs: encryptOption access-key-id: cannot read /nonexistent/ak: "
-         "No such file or directory"),
+        (dict(cfg, mounts=[dict(cfg["mounts"][0], options={
+            "access-key-id": str(tmp_path / "secrets" / "s3-keys" / "ak")})]),
+         "fluid-feedfs: encryptOption access-key-id: cannot read %s: "
+         "No such file or directory" % (tmp_path / "secrets" / "s3-keys" / "ak")),
     ]:
         (tmp_path / "config.json").write_text(json.dumps(bad))
         cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
                             env=env, timeout=30)
         assert cp.returncode == 1 and cp.stderr.splitlines() == [line]
+
+
+@pytest.mark.parametrize("storage", ["configmap", "secret"])
+def test_fluid_secrets_by_path_or_inline(tmp_path, storage):
+    """Fluid hands encryptOptions over as the path of the mounted Secret's
+    file (THIN_FUSE_CONFIG_STORAGE=configmap, its default) or inline, the
+    value itself (=secret): feedfs gets the same variables either way, and a
+    value is never printed."""
+    values = {"access-key-id": "AKIAFLUIDTEST", "secret-access-key": "/sk+starts/with=slash",
+              "session-token": "token-fluid-test"}
+    sdir = tmp_path / "secrets" / "s3-keys"
+    sdir.mkdir(parents=True)
+    opts = {"region": "us-east-1"}
+    for k, v in values.items():
+        if storage == "configmap":
+            (sdir / k).write_text(v + "\n")
+            opts[k] = str(sdir / k)
+        else:
+            opts[k] = v
+    cfg = {"targetPath": "/runtime-mnt/thin/default/d/thin-fuse",
+           "mounts": [{"name": "d", "mountPoint": "s3://b/p/", "options": opts}]}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    # FEEDFS_NODE stands in for feedfs-node: it writes what it was given
+    out = tmp_path / "out"
+    node = tmp_path / "node.sh"
+    node.write_text('#!/bin/sh\nprintf "%%s\\n" "$*" "$AWS_ACCESS_KEY_ID" '
+                    '"$AWS_SECRET_ACCESS_KEY" "$AWS_SESSION_TOKEN" >%s\n' % out)
+    node.chmod(0o755)
+    env = dict(os.environ, FLUID_CONFIG=str(tmp_path / "config.json"),
+               FLUID_SECRETS_DIR=str(tmp_path / "secrets"), FEEDFS_NODE=str(node))
+    cp = subprocess.run([sys.executable, FLUID], capture_output=True, text=True, env=env,
+                        timeout=30)
+    assert cp.returncode == 0, cp.stderr
+    assert out.read_text().splitlines() == [
+        "s3://b/p/ /runtime-mnt/thin/default/d/thin-fuse --region us-east-1",
+        "AKIAFLUIDTEST", "/sk+starts/with=slash", "token-fluid-test"]
+    cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
+                        env=env, timeout=30)
+    for v in values.values():
+        assert v not in cp.stdout + cp.stderr
+    # an empty inline value is refused, naming the option only
+    cfg["mounts"][0]["options"]["secret-access-key"] = ""
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    cp = subprocess.run([sys.executable, FLUID, "--print"], capture_output=True, text=True,
+                        env=env, timeout=30)
+    assert cp.returncode == 1
+    assert cp.stderr.splitlines() == ["fluid-feedfs: encryptOption secret-access-key is empty"]
 
 
 def run_node(args, env_extra, timeout=30):
