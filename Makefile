@@ -281,6 +281,17 @@ valgrind: $(VG_BINS) ## unit tests under valgrind memcheck (one per core): no er
 soak: $(BUILD)/feedfs ## SOAK_MINUTES (default 10) of 32 readers with faults on (not in CI)
 	SOAK_MINUTES='$(SOAK_MINUTES)' FEEDFS_BIN=$(BUILD)/feedfs tests/soak.sh
 
+# ---- deployment: the chart's renderer, the image, a booted systemd (issue 37) ----
+# build/helmtmpl renders helm/feedfs with Go's text/template, sprig and Helm's
+# additions (tests/helm/helmtmpl), built offline in GOPATH mode from Debian's
+# golang-go and golang-*-dev packages in /usr/share/gocode.
+GO_ENV := GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(CURDIR)/build/go-cache GOFLAGS=
+
+build/helmtmpl: tests/helm/helmtmpl/main.go ## the chart renderer the tests use (Go + sprig)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GO      $@")
+	$(Q)$(GO_ENV) go build -o $@ ./tests/helm/helmtmpl
+
 clean: ## remove build outputs
 	rm -rf build
 
