@@ -7,7 +7,7 @@
 //	build/helmtmpl helm/feedfs -f my-values.yaml [--set-json JSON] [--name R] [--namespace NS] [--json]
 //	build/helmtmpl --eval TEMPLATE [--data JSON]
 //
-// DESIGN
+// # DESIGN
 //
 // What is Go's and sprig's own (so not ours to get wrong): parsing, trimming,
 // truth, scoping, range order, printf, every sprig function. What is ours,
@@ -228,8 +228,8 @@ func chartMeta(raw map[string]interface{}) map[string]interface{} {
 
 type options struct {
 	chart, setJSON, name, namespace, eval, data string
-	values                                       []string
-	asJSON                                       bool
+	values                                      []string
+	asJSON                                      bool
 }
 
 func parseArgs(args []string) (options, error) {
