@@ -66,7 +66,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 
 .SECONDARY:
 .PHONY: all help install uninstall test unit asan integration demo deps clean bench \
-        python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak
+        python-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak image test-deploy
 
 all: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs, build/mount.feedfs and libfeedfs (default)
 
@@ -291,6 +291,22 @@ build/helmtmpl: tests/helm/helmtmpl/main.go ## the chart renderer the tests use 
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  GO      $@")
 	$(Q)$(GO_ENV) go build -o $@ ./tests/helm/helmtmpl
+
+# The image from helm/image/Dockerfile, built with podman on a Debian base made
+# by mmdebstrap from this machine's apt sources (cached under build/deploy/).
+IMAGE ?= localhost/feedfs:test
+image: ## build helm/image/Dockerfile with podman as IMAGE (localhost/feedfs:test)
+	tests/deploy/image.sh build $(IMAGE)
+
+# The slow real-part tests, not in `make test`: the image built and run by
+# podman, and feedfs@NAME and an fstab line under a booted systemd (nspawn).
+DEPLOY_TESTS := tests/integration/test_image.py
+
+test-deploy: ## the image built and run by podman, a booted systemd (nspawn); minutes, not in test
+	tests/deps.sh --check-or-install --deploy
+	$(MAKE) -j$(NPROC) all build/helmtmpl
+	cd $(CURDIR) && FEEDFS_DEPLOY_TESTS=1 FEEDFS_BIN=$(abspath $(BUILD)/feedfs) \
+		$(PYTHON) -m pytest -q $(DEPLOY_TESTS)
 
 clean: ## remove build outputs
 	rm -rf build

@@ -4,7 +4,7 @@
 #   tests/deps.sh                      install everything (apt packages, then `npm ci` in tests/)
 #   tests/deps.sh --check-or-install   check quickly; install only what is missing
 #   ... --deploy                       also what `make test-deploy` needs (mmdebstrap,
-#                                      podman, crun, systemd-container)
+#                                      podman, runc, systemd-container)
 #
 # Idempotent: running it twice changes nothing the second time. Prints each step.
 #
@@ -24,7 +24,7 @@ APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev lib
           python3-yaml python3-kubernetes systemd
           golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev)
 # make test-deploy: a Debian root from apt, the image built and run, a booted systemd
-DEPLOY_PKGS=(mmdebstrap podman crun systemd-container)
+DEPLOY_PKGS=(mmdebstrap podman runc systemd-container)
 S3RVER_VERSION=3.7.1
 
 say() { printf 'deps: %s\n' "$*"; }
@@ -88,7 +88,7 @@ check_system() {
 
 check_deploy() {
 	local ok=0 c
-	for c in mmdebstrap podman crun systemd-nspawn; do
+	for c in mmdebstrap podman runc systemd-nspawn; do
 		command -v $c >/dev/null 2>&1 || { say "missing: $c (make test-deploy)"; ok=1; }
 	done
 	return $ok
