@@ -300,7 +300,7 @@ image: ## build helm/image/Dockerfile with podman as IMAGE (localhost/feedfs:tes
 
 # The slow real-part tests, not in `make test`: the image built and run by
 # podman, and feedfs@NAME and an fstab line under a booted systemd (nspawn).
-DEPLOY_TESTS := tests/integration/test_image.py
+DEPLOY_TESTS := tests/integration/test_image.py tests/integration/test_nspawn.py
 
 test-deploy: ## the image built and run by podman, a booted systemd (nspawn); minutes, not in test
 	tests/deps.sh --check-or-install --deploy
