@@ -294,8 +294,8 @@ def test_unit_notify_status_watchdog_stop(machine, bucket, gate):
     start = m.popen("systemctl", "start", unit)
     deadline = time.monotonic() + 60
     while not (gate.connections and m.prop(unit, "ActiveState") == "activating"):
-        assert start.poll() is None, "systemctl start returned while S3 was held: %s" % (
-            start.communicate())
+        assert start.poll() is None, "systemctl start returned while S3 was held: %r" % (
+            start.communicate(),)
         assert time.monotonic() < deadline, "feedfs never reached S3: %s" % (
             m.run("journalctl", "--no-pager", "-u", unit, check=False).stdout)
         time.sleep(0.2)
