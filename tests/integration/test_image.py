@@ -166,6 +166,9 @@ def test_image_serves_the_host_and_survives_a_server_kill(image, s3server, data,
                           "options": ["--force-path-style", "--region", REGION]}]}
     pod = rendered_daemonset(values)
     mnt = shared_root / "datasets"
+    probe = pod["containers"][0]["startupProbe"]["exec"]["command"]
+    assert probe == pod["containers"][0]["readinessProbe"]["exec"]["command"]
+    assert probe[-1] == str(mnt)
     tag = "feedfs-it-%d" % os.getpid()
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
     names = []
@@ -181,9 +184,8 @@ def test_image_serves_the_host_and_survives_a_server_kill(image, s3server, data,
             st = podman("inspect", "--format", "{{.State.Status}}", tag).stdout.strip()
             assert st == "running", "the container is %s: %s" % (
                 st, podman("logs", tag, check=False).stderr[-3000:])
-            # the chart's startup probe, in the container
-            pr = podman("exec", tag, "/usr/local/bin/feedfs-node", "--probe", str(mnt),
-                        check=False)
+            # the chart's startup probe, run in the container as the kubelet would
+            pr = podman("exec", tag, *probe, check=False)
             if pr.returncode == 0:
                 break
             assert time.monotonic() < deadline, "not mounted after 90 s: %s" % pr.stderr
@@ -216,6 +218,7 @@ def test_image_serves_the_host_and_survives_a_server_kill(image, s3server, data,
         assert h.hexdigest() == want["train/big.bin"]
         (successor,) = children(keeper)
         assert successor != server
+        assert podman("exec", tag, *probe, check=False).returncode == 0     # still ready
         for k, digest in sorted(want.items()):
             assert file_sha(mnt / k) == digest, k
         cp = podman("exec", tag + "-pod", "sha256sum", "/data/datasets/train/a.bin")
