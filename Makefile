@@ -66,7 +66,7 @@ UNIT_HARN := $(BUILD)/obj/tests/unit/harness.o $(BUILD)/obj/tests/unit/fake_fetc
 
 .SECONDARY:
 .PHONY: all help install uninstall test test-stress unit asan integration demo deps clean bench \
-        python-test python-wheel python-wheel-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak csi-test
+        python-test python-wheel python-wheel-test fuzz fuzz-bins fuzz-smoke tsan valgrind soak csi-test image test-deploy
 
 all: $(BUILD)/feedfs $(BUILD)/mount.feedfs $(BUILD)/feedfs-csi $(CLIB_A) $(CLIB_SO) $(BUILD)/tests/lib_client $(BUILD)/tests/libfake_cudart.so ## build build/feedfs, build/mount.feedfs, build/feedfs-csi and libfeedfs (default)
 
@@ -337,6 +337,33 @@ valgrind: $(VG_BINS) ## unit tests under valgrind memcheck (one per core): no er
 
 soak: $(BUILD)/feedfs ## SOAK_MINUTES (default 10) of 32 readers with faults on (not in CI)
 	SOAK_MINUTES='$(SOAK_MINUTES)' FEEDFS_BIN=$(BUILD)/feedfs tests/soak.sh
+
+# ---- deployment: the chart's renderer, the image, a booted systemd (issue 37) ----
+# build/helmtmpl renders helm/feedfs with Go's text/template, sprig and Helm's
+# additions (tests/helm/helmtmpl), built offline in GOPATH mode from Debian's
+# golang-go and golang-*-dev packages in /usr/share/gocode.
+GO_ENV := GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(CURDIR)/build/go-cache GOFLAGS=
+
+build/helmtmpl: tests/helm/helmtmpl/main.go ## the chart renderer the tests use (Go + sprig)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GO      $@")
+	$(Q)$(GO_ENV) go build -o $@ ./tests/helm/helmtmpl
+
+# The image from helm/image/Dockerfile, built with podman on a Debian base made
+# by mmdebstrap from this machine's apt sources (cached under build/deploy/).
+IMAGE ?= localhost/feedfs:test
+image: ## build helm/image/Dockerfile with podman as IMAGE (localhost/feedfs:test)
+	tests/deploy/image.sh build $(IMAGE)
+
+# The slow real-part tests, not in `make test`: the image built and run by
+# podman, and feedfs@NAME and an fstab line under a booted systemd (nspawn).
+DEPLOY_TESTS := tests/integration/test_image.py tests/integration/test_nspawn.py
+
+test-deploy: ## the image built and run by podman, a booted systemd (nspawn); minutes, not in test
+	tests/deps.sh --check-or-install --deploy
+	$(MAKE) -j$(NPROC) all build/helmtmpl
+	cd $(CURDIR) && FEEDFS_DEPLOY_TESTS=1 FEEDFS_BIN=$(abspath $(BUILD)/feedfs) \
+		$(PYTHON) -m pytest -q $(DEPLOY_TESTS)
 
 clean: ## remove build outputs
 	rm -rf build

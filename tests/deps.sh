@@ -3,6 +3,8 @@
 #
 #   tests/deps.sh                      install everything (apt packages, then `npm ci` in tests/)
 #   tests/deps.sh --check-or-install   check quickly; install only what is missing
+#   ... --deploy                       also what `make test-deploy` needs (mmdebstrap,
+#                                      podman, runc, systemd-container)
 #
 # Idempotent: running it twice changes nothing the second time. Prints each step.
 #
@@ -21,7 +23,10 @@ APT_PKGS=(build-essential pkg-config libfuse3-dev fuse3 libcurl4-openssl-dev lib
           python3-wheel curl ca-certificates iproute2
           clang libclang-rt-14-dev valgrind
           python3-yaml python3-kubernetes systemd
-          golang-go golang-google-grpc-dev python3-grpcio)
+          golang-go golang-google-grpc-dev python3-grpcio
+          golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev)
+# make test-deploy: a Debian root from apt, the image built and run, a booted systemd
+DEPLOY_PKGS=(mmdebstrap podman runc systemd-container)
 S3RVER_VERSION=3.7.1
 
 say() { printf 'deps: %s\n' "$*"; }
@@ -79,11 +84,22 @@ check_system() {
 	command -v go >/dev/null 2>&1 || { say "missing: go (golang-go)"; ok=1; }
 	[ -d /usr/share/gocode/src/google.golang.org/grpc ] || { say "missing: golang-google-grpc-dev"; ok=1; }
 	"$PY" -c 'import grpc' 2>/dev/null || { say "missing: $PY module grpc (python3-grpcio)"; ok=1; }
+	# build/helmtmpl renders the chart with Go's text/template and sprig (GOPATH mode)
+	[ -d /usr/share/gocode/src/github.com/Masterminds/sprig ] || { say "missing: golang-github-masterminds-sprig-dev"; ok=1; }
+	[ -d /usr/share/gocode/src/sigs.k8s.io/yaml ] || { say "missing: golang-k8s-sigs-yaml-dev"; ok=1; }
 	# the fuzz-smoke step of make test builds libFuzzer harnesses with clang
 	command -v clang >/dev/null 2>&1 || { say "missing: clang"; ok=1; }
 	dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || { say "missing: libclang-rt-14-dev"; ok=1; }
 	# make test runs unit tests and a few mounts under valgrind memcheck
 	command -v valgrind >/dev/null 2>&1 || { say "missing: valgrind"; ok=1; }
+	return $ok
+}
+
+check_deploy() {
+	local ok=0 c
+	for c in mmdebstrap podman runc systemd-nspawn; do
+		command -v $c >/dev/null 2>&1 || { say "missing: $c (make test-deploy)"; ok=1; }
+	done
 	return $ok
 }
 
@@ -105,6 +121,11 @@ check_s3rver() {
 install_system() {
 	apt_update
 	apt_install "${APT_PKGS[@]}"
+}
+
+install_deploy() {
+	apt_update
+	apt_install "${DEPLOY_PKGS[@]}"
 }
 
 install_node() {
@@ -141,8 +162,15 @@ verify_node() {
 	[ "$major" -ge 10 ] || die "node $(node --version) is too old for s3rver $S3RVER_VERSION (need >= 10)"
 }
 
+deploy=0
+if [ "${2:-}" = --deploy ] || [ "${1:-}" = --deploy ]; then
+	deploy=1
+	[ "${1:-}" = --deploy ] && shift
+fi
+
 case "${1:-}" in
 --check-or-install)
+	if [ $deploy = 1 ]; then check_deploy || install_deploy; check_deploy || die "make test-deploy's packages still missing"; fi
 	sys_ok=0; node_ok=0; s3_ok=0
 	check_system || sys_ok=1
 	check_node || node_ok=1
@@ -159,6 +187,7 @@ case "${1:-}" in
 	say "done"
 	;;
 "")
+	[ $deploy = 1 ] && install_deploy
 	install_system
 	install_node
 	verify_node
@@ -167,7 +196,7 @@ case "${1:-}" in
 	say "done"
 	;;
 -h|--help)
-	sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 	;;
 *)
 	die "unknown option '$1' (use --check-or-install or no option)"

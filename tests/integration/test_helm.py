@@ -1,14 +1,20 @@
-"""Kubernetes (issue 18 part 6): the helm/feedfs chart rendered by
-tests/helm/gotmpl.py (no helm binary here) and checked against the
-Kubernetes object schemas of python3-kubernetes; the example pod; the image's
-entrypoints (feedfs-node, fluid-feedfs, ack-feedfs) with one line per bad
-input; and the pod's HostToContainer view simulated with a mount namespace.
+"""Kubernetes (issue 18 part 6, issue 37 part 2): the helm/feedfs chart rendered
+by Go's own text/template with sprig and Helm's additions (build/helmtmpl,
+tests/helm/helmtmpl: no helm binary here) and every object checked against the
+Kubernetes object schemas of python3-kubernetes, the ServiceMonitor and Fluid
+objects against the fields of their CRDs; every example values file; the
+example pod; the image's entrypoints (feedfs-node, fluid-feedfs, ack-feedfs)
+with one line per bad input; and the pod's HostToContainer view simulated with
+a mount namespace.
 
-What is NOT tested here: a real cluster, helm itself, the image build (no
-container engine), Fluid's and ACK's controllers."""
+What is NOT tested here: a real cluster, helm itself (its Go glue is ours:
+tests/helm/helmtmpl), the image (tests/integration/test_image.py, make
+test-deploy), Fluid's and ACK's controllers."""
 
+import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,18 +26,56 @@ import yaml
 from conftest import content_for, is_mounted, sha256
 from mounter import ROOT, REGION, pid_alive, pids_of_mount, s3rver_env
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "helm"))
-from gotmpl import Renderer, TemplateError, render_chart  # noqa: E402
-
 CHART = os.path.join(ROOT, "helm", "feedfs")
+HELMTMPL = os.path.join(ROOT, "build", "helmtmpl")
 NODE = os.path.join(ROOT, "helm", "image", "feedfs-node")
 FLUID = os.path.join(ROOT, "helm", "fluid", "fluid-feedfs.py")
 ACK = os.path.join(ROOT, "helm", "ack", "ack-feedfs")
+EXAMPLE_VALUES = sorted(glob.glob(os.path.join(ROOT, "helm", "examples", "values-*.yaml")))
 MODELS = {("apps/v1", "DaemonSet"): "V1DaemonSet", ("v1", "ServiceAccount"): "V1ServiceAccount",
-          ("v1", "Service"): "V1Service", ("v1", "Pod"): "V1Pod",
-          ("storage.k8s.io/v1", "CSIDriver"): "V1CSIDriver",
+          ("v1", "Service"): "V1Service", ("v1", "Pod"): "V1Pod", ("v1", "Secret"): "V1Secret",
+          ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim",
           ("v1", "PersistentVolume"): "V1PersistentVolume",
-          ("v1", "PersistentVolumeClaim"): "V1PersistentVolumeClaim"}
+          ("storage.k8s.io/v1", "CSIDriver"): "V1CSIDriver"}
+
+
+class TemplateError(Exception):
+    pass
+
+
+@pytest.fixture(scope="session")
+def helmtmpl():
+    """build/helmtmpl, (re)built by make: it is up to date in a second."""
+    cp = subprocess.run(["make", "-s", "-C", ROOT, "build/helmtmpl"], capture_output=True,
+                        text=True, timeout=600)
+    if cp.returncode != 0 and "go: not found" in cp.stderr + cp.stdout:
+        pytest.skip("golang-go is not installed (tests/deps.sh): the chart is not rendered")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    return HELMTMPL
+
+
+def render_chart(chart, values=None, release="feedfs", namespace="default", files=()):
+    """{template file: text} as `helm template` renders it, or TemplateError
+    with helmtmpl's one line (Helm's message)."""
+    argv = [HELMTMPL, chart, "--json", "--name", release, "--namespace", namespace]
+    for f in files:
+        argv += ["-f", f]
+    if values is not None:
+        argv += ["--set-json", json.dumps(values)]
+    cp = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    if cp.returncode != 0:
+        lines = cp.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: "), cp.stderr
+        raise TemplateError(lines[0][len("Error: "):])
+    return json.loads(cp.stdout)
+
+
+def tmpl_eval(src, data=None):
+    cp = subprocess.run([HELMTMPL, "--eval", src, "--data", json.dumps(data or {})],
+                        capture_output=True, text=True, timeout=60)
+    if cp.returncode != 0:
+        raise TemplateError(cp.stderr.strip()[len("Error: "):])
+    return cp.stdout
 
 
 @pytest.fixture(scope="module")
@@ -41,20 +85,110 @@ def k8s():
     return kc.ApiClient()
 
 
-def validate(api, doc):
+def round_trip(api, model, doc, what):
     """Deserialize doc into its python3-kubernetes model (which rejects a
     missing required field or a wrong type) and serialize it back: a field
     the schema does not have is dropped on the way, so any difference is a
     typo or a misplaced key."""
-    model = MODELS[(doc["apiVersion"], doc["kind"])]
-
     class Resp:
         data = json.dumps(doc)
     obj = api.deserialize(Resp(), model)
     back = api.sanitize_for_serialization(obj)
     assert back == doc, "%s does not round-trip through %s:\n%s" % (
-        doc["kind"], model, json.dumps({"rendered": doc, "schema": back}, indent=1, sort_keys=True))
+        what, model, json.dumps({"rendered": doc, "schema": back}, indent=1, sort_keys=True))
     return obj
+
+
+# The custom resources python3-kubernetes has no model for: the fields of
+# their CRDs' openAPIV3Schema (prometheus-operator's monitoring.coreos.com_
+# servicemonitors.yaml, Fluid's data.fluid.io_{datasets,thinruntimes,
+# thinruntimeprofiles}.yaml), down to where our objects go. A dict is an
+# object with exactly those fields (a name ending in "!" is required); [s] is
+# a list of s; "str", "int", "bool", "duration" (prometheus' pattern),
+# "strmap" (string to string); ("model", M) a python3-kubernetes model;
+# "any" is not looked into.
+LABEL_SELECTOR = {"matchLabels": "strmap",
+                  "matchExpressions": [{"key!": "str", "operator!": "str", "values": ["str"]}]}
+SM_ENDPOINT = {
+    "port": "str", "targetPort": "any", "path": "str", "scheme": "str", "params": "any",
+    "interval": "duration", "scrapeTimeout": "duration", "tlsConfig": "any",
+    "bearerTokenFile": "str", "bearerTokenSecret": "any", "authorization": "any",
+    "honorLabels": "bool", "honorTimestamps": "bool", "trackTimestampsStaleness": "bool",
+    "basicAuth": "any", "oauth2": "any", "metricRelabelings": ["any"], "relabelings": ["any"],
+    "proxyUrl": "str", "followRedirects": "bool", "enableHttp2": "bool", "filterRunning": "bool"}
+ENCRYPT_OPTION = {"name!": "str", "valueFrom!": {"secretKeyRef!": {"name!": "str", "key!": "str"}}}
+THIN_FUSE = {
+    "image": "str", "imageTag": "str", "imagePullPolicy": "str", "command": ["str"],
+    "args": ["str"], "env": [("model", "V1EnvVar")], "resources": ("model", "V1ResourceRequirements"),
+    "livenessProbe": ("model", "V1Probe"), "readinessProbe": ("model", "V1Probe"),
+    "ports": [("model", "V1ContainerPort")], "networkMode": "str",
+    "volumeMounts": [("model", "V1VolumeMount")], "nodeSelector": "strmap", "cleanPolicy": "str",
+    "lifecycle": ("model", "V1Lifecycle"), "options": "strmap"}
+CRD_SPECS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): {
+        "jobLabel": "str", "targetLabels": ["str"], "podTargetLabels": ["str"],
+        "endpoints": [SM_ENDPOINT], "selector!": LABEL_SELECTOR,
+        "namespaceSelector": {"any": "bool", "matchNames": ["str"]}, "sampleLimit": "int",
+        "targetLimit": "int", "labelLimit": "int", "labelNameLengthLimit": "int",
+        "labelValueLengthLimit": "int", "attachMetadata": {"node": "bool"},
+        "keepDroppedTargets": "int", "scrapeProtocols": ["str"], "bodySizeLimit": "str"},
+    ("data.fluid.io/v1alpha1", "Dataset"): {
+        "mounts": [{"mountPoint!": "str", "name": "str", "path": "str", "options": "strmap",
+                    "readOnly": "bool", "shared": "bool", "encryptOptions": [ENCRYPT_OPTION]}],
+        "accessModes": ["str"], "owner": "any", "nodeAffinity": "any", "tolerations": ["any"],
+        "runtimes": ["any"], "placement": "str", "dataRestoreLocation": "any",
+        "sharedOptions": "strmap", "sharedEncryptOptions": [ENCRYPT_OPTION]},
+    ("data.fluid.io/v1alpha1", "ThinRuntime"): {
+        "profileName": "str", "fuse": THIN_FUSE, "worker": "any", "tieredstore": "any",
+        "volumes": [("model", "V1Volume")], "replicas": "int", "runtimeManagement": "any",
+        "imagePullSecrets": ["any"], "management": "any"},
+    ("data.fluid.io/v1alpha1", "ThinRuntimeProfile"): {
+        "fileSystemType!": "str", "fuse": THIN_FUSE, "worker": "any",
+        "volumes": [("model", "V1Volume")], "nodePublishSecretPolicy": "str"},
+}
+DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
+                      r"(([0-9]+)s)?(([0-9]+)ms)?)$")
+
+
+def check_crd(api, schema, v, where):
+    if schema == "any":
+        return
+    if isinstance(schema, tuple):
+        round_trip(api, schema[1], v, where)
+    elif isinstance(schema, list):
+        assert isinstance(v, list), "%s: want a list, got %r" % (where, v)
+        for i, x in enumerate(v):
+            check_crd(api, schema[0], x, "%s[%d]" % (where, i))
+    elif isinstance(schema, dict):
+        assert isinstance(v, dict), "%s: want an object, got %r" % (where, v)
+        fields = {k.rstrip("!"): s for k, s in schema.items()}
+        for k in schema:
+            if k.endswith("!"):
+                assert k[:-1] in v, "%s: required field %s is missing" % (where, k[:-1])
+        for k, x in v.items():
+            assert k in fields, "%s: unknown field %r (the CRD has %s)" % (where, k, sorted(fields))
+            check_crd(api, fields[k], x, "%s.%s" % (where, k))
+    elif schema == "strmap":
+        assert isinstance(v, dict) and all(isinstance(x, str) for x in v.values()), \
+            "%s: want a map of strings, got %r" % (where, v)
+    elif schema == "duration":
+        assert isinstance(v, str) and DURATION.match(v), "%s: not a duration: %r" % (where, v)
+    else:
+        want = {"str": str, "int": int, "bool": bool}[schema]
+        assert isinstance(v, want) and not (want is int and isinstance(v, bool)), \
+            "%s: want %s, got %r" % (where, schema, v)
+
+
+def validate(api, doc):
+    """Every object: its model's round trip, or its CRD's fields."""
+    key = (doc["apiVersion"], doc["kind"])
+    if key in CRD_SPECS:
+        assert set(doc) <= {"apiVersion", "kind", "metadata", "spec"}, sorted(doc)
+        round_trip(api, "V1ObjectMeta", doc["metadata"], doc["kind"] + ".metadata")
+        check_crd(api, CRD_SPECS[key], doc["spec"], doc["kind"] + ".spec")
+        return doc
+    assert key in MODELS, "no schema for %s %s" % key
+    return round_trip(api, MODELS[key], doc, doc["kind"])
 
 
 def docs_of(rendered):
@@ -67,50 +201,60 @@ def docs_of(rendered):
 
 
 def by_kind(docs):
-    return {d["kind"]: d for d in docs}
+    out = {}
+    for d in docs:
+        out.setdefault(d["kind"], []).append(d)
+    return out
 
+
+def daemonsets(docs):
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
+
+
+# ---------------------------------------------------------------- Helm's glue in helmtmpl
 
 @pytest.mark.parametrize("src,data,out", [
-    # trimming: "{{-" eats the whitespace before, "-}}" after, newlines included
-    ("a  {{- .x -}}  \n b", {"x": 1}, "a1b"),
-    # Go's truth: 0, "", empty list/map and nil are false
-    ("{{ if .a }}T{{ else }}F{{ end }}" * 5, None, None),
-    # maps range in sorted key order; $k, $v; dot is the element
-    ("{{ range $k, $v := .m }}{{ $k }}={{ . }};{{ end }}", {"m": {"b": 2, "a": 1}}, "a=1;b=2;"),
-    # the pipeline value is the last argument; printf's verbs
-    ("{{ .s | printf \"%s-%d\" \"x\" | quote }}", {"s": 5}, '"x-5"'),
-    # a variable set inside range is the outer one (Go 1.11 semantics)
-    ("{{ $f := false }}{{ range .l }}{{ if . }}{{ $f = true }}{{ end }}{{ end }}{{ $f }}",
-     {"l": [0, 3]}, "true"),
-    ("{{ default \"d\" .missing }} {{ and 1 0 }} {{ or 0 \"o\" }} {{ not 0 }}", {}, "d 0 o true"),
+    # toYaml: sigs.k8s.io/yaml (keys sorted, no trailing newline), as Helm
+    ("{{ toYaml .m }}", {"m": {"b": [1, "x"], "a": {"c": True}}}, "a:\n  c: true\nb:\n- 1\n- x"),
+    ("{{ .m | toYaml | nindent 2 }}", {"m": {"k": "v"}}, "\n  k: v"),
+    # missingkey=zero, and "<no value>" removed, as Helm renders a missing key
+    ("[{{ .missing }}]", {}, "[]"),
+    # required lets 0 and false through (only nil and "" fail)
+    ("{{ required \"r\" .z }} {{ required \"r\" .f }}", {"z": 0, "f": False}, "0 false"),
+    ("{{ define \"t\" }}<{{ . }}>{{ end }}{{ include \"t\" 5 | upper }}", {}, "<5>"),
+    ("{{ tpl \"{{ .x }}-y\" . }}", {"x": "v"}, "v-y"),
+    ("{{ toJson .m }}", {"m": {"b": 1, "a": "x"}}, '{"a":"x","b":1}'),
+    ("{{ (fromYaml \"a: [1, 2]\").a | len }}", {}, "2"),
+    ("{{ lookup \"v1\" \"Secret\" \"ns\" \"n\" | len }}", {}, "0"),
 ])
-def test_renderer_semantics(src, data, out):
-    r = Renderer()
-    if out is None:       # the truth table
-        for v, want in [(0, "F"), ("", "F"), ([], "F"), ({}, "F"), (None, "F"), (1, "T"),
-                        ("0", "T"), ([0], "T"), (False, "F"), (True, "T")]:
-            assert r.render(r.load("{{ if .a }}T{{ else }}F{{ end }}"), {"a": v}) == want, v
-        return
-    assert r.render(r.load(src), data) == out
+def test_helm_functions(helmtmpl, src, data, out):
+    assert tmpl_eval(src, data) == out
 
 
-def test_renderer_errors_like_helm():
-    r = Renderer()
-    with pytest.raises(TemplateError, match="nil pointer evaluating .a.b"):
-        r.render(r.load("{{ .a.b }}"), {})
-    with pytest.raises(TemplateError, match="function 'lookup' not defined"):
-        r.render(r.load("{{ lookup 1 }}"), {})
-    with pytest.raises(TemplateError, match="missing {{end}}"):
-        r.load("{{ if .a }}x")
+def test_helm_errors(helmtmpl):
+    with pytest.raises(TemplateError, match=r"execution error at \(eval:1:3\): need x$"):
+        tmpl_eval('{{ required "need x" .x }}')
+    with pytest.raises(TemplateError, match=r"execution error at \(eval:1:3\): no$"):
+        tmpl_eval('{{ fail "no" }}')
+    with pytest.raises(TemplateError, match=r"nil pointer evaluating interface \{\}\.b"):
+        tmpl_eval("{{ .a.b }}")
+    with pytest.raises(TemplateError, match=r"function \"env\" not defined"):
+        tmpl_eval('{{ env "HOME" }}')         # Helm removes env and expandenv
 
 
-def test_chart_default_values(k8s):
+# ---------------------------------------------------------------- the chart
+
+PROBE = ["/usr/local/bin/feedfs-node", "--probe"]
+
+
+def test_chart_default_values(helmtmpl, k8s):
     rendered = render_chart(CHART, release="feedfs", namespace="kube-system")
     docs = docs_of(rendered)
     assert sorted(d["kind"] for d in docs) == ["DaemonSet", "Service", "ServiceAccount"]
     for d in docs:
         validate(k8s, d)
-    ds = by_kind(docs)["DaemonSet"]
+    (ds,) = by_kind(docs)["DaemonSet"]
+    assert ds["metadata"]["name"] == "feedfs-datasets"
     spec = ds["spec"]["template"]["spec"]
     assert spec["priorityClassName"] == "system-node-critical"
     assert spec["tolerations"] == [{"operator": "Exists"}]
@@ -119,6 +263,11 @@ def test_chart_default_values(k8s):
     assert c["args"][:2] == ["s3://my-bucket/datasets/", "/mnt/feedfs/datasets"]
     assert "--max-memory" not in c["args"]          # the budget follows the memory limit
     assert c["resources"]["limits"]["memory"] == "2Gi"
+    assert c["startupProbe"] == {"exec": {"command": PROBE + ["/mnt/feedfs/datasets"]},
+                                 "periodSeconds": 2, "failureThreshold": 45, "timeoutSeconds": 5}
+    assert c["readinessProbe"] == {"exec": {"command": PROBE + ["/mnt/feedfs/datasets"]},
+                                   "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5}
+    assert "livenessProbe" not in c
     mounts = {v["name"]: v for v in c["volumeMounts"]}
     assert mounts["mount-root"] == {"name": "mount-root", "mountPath": "/mnt/feedfs",
                                     "mountPropagation": "Bidirectional"}
@@ -129,14 +278,16 @@ def test_chart_default_values(k8s):
     env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["FEEDFS_CACHE_DIR"] == "/cache/datasets"
     assert "envFrom" not in c and "FEEDFS_CREDENTIALS_SECRET" not in env
-    assert ds["spec"]["selector"]["matchLabels"] == \
-        {k: v for k, v in ds["spec"]["template"]["metadata"]["labels"].items()}
-    notes = rendered["NOTES.txt"]
+    # what the API server would refuse: a selector that does not select the template
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert labels["feedfs.io/mount"] == "datasets"
+    notes = rendered["templates/NOTES.txt"]
     assert "/mnt/feedfs/datasets  <-  s3://my-bucket/datasets/" in notes
     assert "kube-system" in notes
 
 
-def test_chart_two_mounts_secret_irsa(k8s):
+def test_chart_two_mounts_secret_irsa(helmtmpl, k8s):
     values = {
         "mounts": [
             {"name": "imagenet", "source": "s3://b1/imagenet/", "cache": True,
@@ -155,35 +306,64 @@ def test_chart_two_mounts_secret_irsa(k8s):
     kinds = by_kind(docs)
     assert sorted(kinds) == ["DaemonSet", "Service", "ServiceAccount", "ServiceMonitor"]
     for d in docs:
-        if d["kind"] != "ServiceMonitor":      # a CRD: no model in python3-kubernetes
-            validate(k8s, d)
-    ds = kinds["DaemonSet"]
-    assert ds["metadata"]["name"] == "data-feedfs"
-    c1, c2 = ds["spec"]["template"]["spec"]["containers"]
+        validate(k8s, d)
+    dss = daemonsets(docs)
+    assert sorted(dss) == ["data-feedfs-imagenet", "data-feedfs-minio"]
+    (c1,) = dss["data-feedfs-imagenet"]["spec"]["template"]["spec"]["containers"]
+    (c2,) = dss["data-feedfs-minio"]["spec"]["template"]["spec"]["containers"]
     assert c1["args"] == ["s3://b1/imagenet/", "/mnt/feedfs/imagenet", "--log-level", "info",
                           "--allow-other", "--cache-size", "100G", "--metrics-addr",
                           "0.0.0.0:9464", "--region", "us-west-2"]
     assert c2["args"] == ["s3://b2", "/mnt/feedfs/minio", "--log-level", "info", "--allow-other",
                           "--endpoint-url", "http://minio:9000", "--metrics-addr",
-                          "0.0.0.0:9465", "--force-path-style"]
+                          "0.0.0.0:9464", "--force-path-style"]
     assert c2["resources"] == {"limits": {"memory": "512Mi"}}
     assert [v["name"] for v in c2["volumeMounts"]] == ["mount-root", "dev-fuse"]
+    assert [v["name"] for v in dss["data-feedfs-minio"]["spec"]["template"]["spec"]["volumes"]] \
+        == ["mount-root", "dev-fuse"]
     for c in (c1, c2):
         assert c["envFrom"] == [{"secretRef": {"name": "s3-keys", "optional": True}}]
         assert {"name": "FEEDFS_CREDENTIALS_SECRET", "value": "s3-keys"} in c["env"]
-    assert [p["containerPort"] for p in c1["ports"] + c2["ports"]] == [9464, 9465]
-    assert kinds["ServiceAccount"]["metadata"]["annotations"] == {
+        assert c["ports"] == [{"name": "metrics", "containerPort": 9464, "protocol": "TCP"}]
+    # the two DaemonSets select disjoint pods
+    sel = [set(d["spec"]["selector"]["matchLabels"].items()) for d in dss.values()]
+    assert not sel[0] <= sel[1] and not sel[1] <= sel[0]
+    (sa,) = kinds["ServiceAccount"]
+    assert sa["metadata"]["annotations"] == {
         "eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/feedfs"}
-    svc = kinds["Service"]["spec"]
-    assert svc["clusterIP"] == "None"
-    assert [(p["name"], p["port"]) for p in svc["ports"]] == [("metrics-0", 9464),
-                                                             ("metrics-1", 9465)]
-    sm = kinds["ServiceMonitor"]
+    (svc,) = kinds["Service"]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["ports"] == [{"name": "metrics", "port": 9464, "targetPort": "metrics",
+                                     "protocol": "TCP"}]
+    # the Service and the ServiceMonitor select every mount's pods
+    for d in dss.values():
+        tl = d["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= tl.items()
+    (sm,) = kinds["ServiceMonitor"]
     assert sm["metadata"]["labels"]["release"] == "prom"
-    assert [e["port"] for e in sm["spec"]["endpoints"]] == ["metrics-0", "metrics-1"]
+    assert sm["spec"]["selector"]["matchLabels"] == svc["spec"]["selector"]
+    assert [e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"]
 
 
-def test_chart_without_cache_or_metrics(k8s):
+def test_chart_adding_a_dataset_leaves_the_others(helmtmpl):
+    """The pods of a DaemonSet are re-created when its pod template changes:
+    adding a mount, or removing another one, must leave every other mount's
+    DaemonSet exactly as it was (while a change of a shared value reaches all)."""
+    a = {"name": "a", "source": "s3://a", "cache": True}
+    b = {"name": "b", "source": "s3://b", "options": ["--region", "eu-west-1"]}
+    c = {"name": "c", "source": "s3://c"}
+    one = daemonsets(docs_of(render_chart(CHART, {"mounts": [a, c]})))
+    three = daemonsets(docs_of(render_chart(CHART, {"mounts": [b, a, c]})))
+    two = daemonsets(docs_of(render_chart(CHART, {"mounts": [b, c]})))
+    assert sorted(three) == ["feedfs-a", "feedfs-b", "feedfs-c"]
+    assert three["feedfs-a"] == one["feedfs-a"] and three["feedfs-c"] == one["feedfs-c"]
+    assert two["feedfs-b"] == three["feedfs-b"] and two["feedfs-c"] == three["feedfs-c"]
+    retag = daemonsets(docs_of(render_chart(CHART, {"mounts": [a, c], "image": {"tag": "0.2"}})))
+    for n in ("feedfs-a", "feedfs-c"):
+        assert retag[n]["spec"]["template"] != one[n]["spec"]["template"]
+
+
+def test_chart_without_cache_or_metrics(helmtmpl, k8s):
     values = {"mounts": [{"name": "a", "source": "s3://a"}], "metrics": {"enabled": False},
               "serviceAccount": {"create": False}}
     docs = docs_of(render_chart(CHART, values))
@@ -197,14 +377,38 @@ def test_chart_without_cache_or_metrics(k8s):
 
 
 @pytest.mark.parametrize("values,msg", [
-    ({"mounts": []}, "fail: values: mounts must list at least one mount"),
-    ({"mounts": [{"source": "s3://x"}]}, "required: values: every mount needs a name"),
-    ({"mounts": [{"name": "x"}]}, "required: values: every mount needs a source"),
+    ({"mounts": []}, "values: mounts must list at least one mount"),
+    ({"mounts": [{"source": "s3://x"}]}, "values: every mount needs a name"),
+    ({"mounts": [{"name": "x"}]}, "values: every mount needs a source"),
+    ({"mounts": [{"name": "Data_1", "source": "s3://x"}]},
+     "values: mount name \"Data_1\": use lower-case letters, digits and '-' (it names a "
+     "container and a DaemonSet)"),
+    ({"mounts": [{"name": "x", "source": "s3://x"}, {"name": "x", "source": "s3://y"}]},
+     "values: mount name \"x\" is used twice"),
+    ({"mounts": [{"name": "n" * 60, "source": "s3://x"}]},
+     "values: the DaemonSet of mount \"%s\" would be named feedfs-%s, over 63 characters: "
+     "shorten the release or the mount name" % ("n" * 60, "n" * 60)),
 ])
-def test_chart_refuses_bad_values(values, msg):
+def test_chart_refuses_bad_values(helmtmpl, values, msg):
     with pytest.raises(TemplateError) as e:
         render_chart(CHART, values)
-    assert str(e.value) == msg
+    assert re.fullmatch(r"execution error at \(feedfs/templates/daemonset\.yaml:\d+:\d+\): (.*)",
+                        str(e.value)).group(1) == msg
+
+
+@pytest.mark.parametrize("path", EXAMPLE_VALUES, ids=os.path.basename)
+def test_example_values(helmtmpl, k8s, path):
+    """Every helm/examples/values-*.yaml renders, and every object validates."""
+    docs = docs_of(render_chart(CHART, release="feedfs", namespace="kube-system", files=[path]))
+    with open(path) as f:
+        vals = yaml.safe_load(f)
+    assert sorted(daemonsets(docs)) == sorted("feedfs-" + m["name"] for m in vals["mounts"])
+    for d in docs:
+        validate(k8s, d)
+
+
+def test_example_values_exist():
+    assert len(EXAMPLE_VALUES) >= 2, EXAMPLE_VALUES
 
 
 def test_example_pod(k8s):
@@ -231,11 +435,14 @@ def test_chart_csi_driver(k8s):
     assert drv["spec"]["attachRequired"] is False
     assert drv["spec"]["volumeLifecycleModes"] == ["Persistent", "Ephemeral"]
     dss = {d["metadata"]["name"]: d for d in docs if d["kind"] == "DaemonSet"}
-    assert sorted(dss) == ["data-feedfs", "data-feedfs-csi-node"]
+    assert sorted(dss) == ["data-feedfs-csi-node", "data-feedfs-datasets"]
     ds = dss["data-feedfs-csi-node"]
     # its pods are not the mounts DaemonSet's, nor the metrics Service's
     sel = ds["spec"]["selector"]["matchLabels"]
-    assert sel != dss["data-feedfs"]["spec"]["selector"]["matchLabels"]
+    assert sel != dss["data-feedfs-datasets"]["spec"]["selector"]["matchLabels"]
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert not all(ds["spec"]["template"]["metadata"]["labels"].get(k) == v
+                   for k, v in svc["spec"]["selector"].items())
     assert all(ds["spec"]["template"]["metadata"]["labels"][k] == v for k, v in sel.items())
     spec = ds["spec"]["template"]["spec"]
     plugin, reg = spec["containers"]
@@ -303,6 +510,36 @@ def test_example_csi_pods(k8s, name):
         assert vol["csi"]["volumeAttributes"]["source"].startswith("s3://")
     with open(os.path.join(ROOT, "helm", "examples", "training-pod-hostpath.yaml")) as f:
         assert _baseline_ok(yaml.safe_load(f)["spec"]) != []
+
+
+def test_fluid_objects_validate(k8s):
+    """helm/fluid's objects against their models and CRDs' fields."""
+    docs = []
+    for f in ("thinruntimeprofile.yaml", "dataset.yaml"):
+        with open(os.path.join(ROOT, "helm", "fluid", f)) as fh:
+            docs += [d for d in yaml.safe_load_all(fh) if d]
+    assert sorted(d["kind"] for d in docs) == ["Dataset", "Secret", "ThinRuntime",
+                                               "ThinRuntimeProfile"]
+    for d in docs:
+        validate(k8s, d)
+
+
+def test_crd_check_can_fail(k8s):
+    """The CRD field check refuses what the API server would prune or refuse."""
+    sm = {"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor",
+          "metadata": {"name": "x"},
+          "spec": {"selector": {"matchLabels": {"a": "b"}}, "endpoints": [{"port": "m"}]}}
+    validate(k8s, sm)
+    for bad, what in [
+        ({"endpoints": [{"port": "m", "intervall": "30s"}]}, "unknown field 'intervall'"),
+        ({"endpoints": [{"port": "m", "interval": "30 s"}]}, "not a duration"),
+        ({"selector": None}, "required field selector"),
+        ({"namespaceSelector": {"matchNames": "ns"}}, "want a list"),
+    ]:
+        spec = dict(sm["spec"], **bad)
+        spec = {k: v for k, v in spec.items() if v is not None}
+        with pytest.raises(AssertionError, match=what):
+            validate(k8s, dict(sm, spec=spec))
 
 
 def test_fluid_profile_and_parser(tmp_path):
@@ -492,6 +729,13 @@ def node_mount(feedfs_bin, bucket, mnt, log, s3server):
         time.sleep(0.1)
 
 
+def probe(mnt):
+    """`feedfs-node --probe MNT` as the DaemonSet's startup and readiness probes run it."""
+    cp = subprocess.run(["sh", NODE, "--probe", str(mnt)], capture_output=True, text=True,
+                        timeout=30)
+    return cp.returncode, cp.stderr.strip()
+
+
 def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, data, tmp_path):
     """The pod is a mount namespace made with --propagation slave (what
     HostToContainer gives a container) holding the node's mount root. The
@@ -502,6 +746,8 @@ def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, da
     and the pod reads on with no error at all."""
     bucket, want = data
     mnt = shared_root / "datasets"
+    mnt.mkdir()
+    assert probe(mnt) == (1, "feedfs-node: probe: %s is not a feedfs mount" % mnt)
     node = node_mount(feedfs_bin, bucket, mnt, str(tmp_path / "node1.log"), s3server)
     pod = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", "sleep", "300"])
     procs = [node, pod]
@@ -509,6 +755,7 @@ def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, da
         time.sleep(0.2)      # unshare has made the namespace before it execs sleep
         k = sorted(want)[0]
         assert pod_read(pod.pid, str(mnt / k)) == want[k]
+        assert probe(mnt) == (0, "")
         pids = sorted(pids_of_mount(feedfs_bin, str(mnt)))
         assert len(pids) == 2           # the keeper (the container's process) and its server
         # The server dies inside the container (the OOM killer, a crash): the
@@ -537,6 +784,7 @@ def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, da
             assert "connection abort" in err, err
             assert time.monotonic() < deadline, "the dead mount never said ENOTCONN"
             time.sleep(0.1)
+        assert probe(mnt) == (1, "feedfs-node: probe: %s does not answer (statfs failed)" % mnt)
         node = node_mount(feedfs_bin, bucket, mnt, str(tmp_path / "node2.log"), s3server)
         procs.append(node)
         for key, digest in sorted(want.items()):
@@ -545,6 +793,7 @@ def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, da
         cp = subprocess.run(["nsenter", "-t", str(pod.pid), "-m", "findmnt", "-n", "-o",
                              "FSTYPE", str(mnt)], capture_output=True, text=True, timeout=30)
         assert cp.stdout.split() == ["fuse.feedfs"]
+        assert probe(mnt) == (0, "")
         node.send_signal(signal.SIGTERM)          # the kubelet stopping the container
         assert node.wait(30) == 0
         assert not is_mounted(str(mnt))
