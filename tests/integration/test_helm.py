@@ -707,6 +707,37 @@ def pod_read(pid, path):
     return cp.stdout.split()[0] if cp.returncode == 0 else cp.stderr.strip()
 
 
+# The pod's mount namespace keeps only the FUSE mounts under the node's mount
+# root. unshare copies every mount of the host, those of tests running beside
+# this one included; a copy that is not a slave of its original keeps that
+# file system alive after its test unmounts it, so the other test's daemon
+# never saw the unmount (it ran on, "still running 30s after unmount").
+POD_INIT = r"""
+import ctypes, os, sys
+root = sys.argv[1].rstrip("/") + "/"
+libc = ctypes.CDLL(None, use_errno=True)
+for line in reversed(open("/proc/self/mountinfo").read().splitlines()):
+    f = line.split()
+    point = f[4].encode().decode("unicode_escape")
+    fstype = f[f.index("-") + 1]
+    if fstype.startswith("fuse") and not (point + "/").startswith(root):
+        libc.umount2(point.encode(), 2)         # MNT_DETACH
+print("ready", flush=True)
+os.execvp("sleep", ["sleep", "300"])
+"""
+
+
+def pod_namespace(shared_root):
+    """A process in a new mount namespace with --propagation slave (what
+    HostToContainer gives a container), holding no FUSE mount of the host
+    but those under shared_root; returned once the namespace is ready."""
+    pod = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", sys.executable,
+                            "-c", POD_INIT, str(shared_root)], stdout=subprocess.PIPE,
+                           text=True)
+    assert pod.stdout.readline() == "ready\n"
+    return pod
+
+
 def node_mount(feedfs_bin, bucket, mnt, log, s3server):
     """feedfs-node SOURCE MNT as the DaemonSet's container runs it (foreground)."""
     env = s3rver_env({"FEEDFS": feedfs_bin})
@@ -749,10 +780,9 @@ def test_pod_view_survives_replaced_daemon(shared_root, feedfs_bin, s3server, da
     mnt.mkdir()
     assert probe(mnt) == (1, "feedfs-node: probe: %s is not a feedfs mount" % mnt)
     node = node_mount(feedfs_bin, bucket, mnt, str(tmp_path / "node1.log"), s3server)
-    pod = subprocess.Popen(["unshare", "--mount", "--propagation", "slave", "sleep", "300"])
+    pod = pod_namespace(shared_root)
     procs = [node, pod]
     try:
-        time.sleep(0.2)      # unshare has made the namespace before it execs sleep
         k = sorted(want)[0]
         assert pod_read(pod.pid, str(mnt / k)) == want[k]
         assert probe(mnt) == (0, "")
