@@ -112,6 +112,11 @@ int cache_fetch_cached(struct cache *c, struct fetch_req *fr);
  * benchmarks; never needed for correctness). Blocking; not from a done callback. */
 void cache_sync(struct cache *c);
 
+/* Tests: while plugged, requests queue up and the cache thread starts none;
+ * unplugging hands them over together, in order, so that the later ones find
+ * the earlier ones' block operations in flight (joins without a race). */
+void cache_plug(struct cache *c, int on);
+
 /* Bytes of io buffers cache_new maps for this block size (0: the default) and
  * buffer_bytes (0: the default): block buffers plus piece buffers. They are not
  * part of the read path's budget; the caller charges them to --max-memory. */

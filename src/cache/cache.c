@@ -190,6 +190,7 @@ struct cache {
 		struct creq *reqs, **reqs_tail;
 		struct bop *done, **done_tail;
 		int stopping;
+		int plugged;            /* cache_plug: new requests wait in reqs */
 	} q;
 
 	/* Cache thread only. */
@@ -1023,10 +1024,12 @@ static void drain_queues(struct cache *c)
 	struct bop *op;
 
 	pthread_mutex_lock(&c->q.lock);
-	r = c->q.reqs;
+	r = c->q.plugged ? NULL : c->q.reqs;
 	op = c->q.done;
-	c->q.reqs = NULL;
-	c->q.reqs_tail = &c->q.reqs;
+	if (r) {
+		c->q.reqs = NULL;
+		c->q.reqs_tail = &c->q.reqs;
+	}
 	c->q.done = NULL;
 	c->q.done_tail = &c->q.done;
 	c->stop_seen = c->q.stopping;
@@ -1044,6 +1047,15 @@ static void drain_queues(struct cache *c)
 		req_begin(c, r);
 		r = next;
 	}
+}
+
+void cache_plug(struct cache *c, int on)
+{
+	pthread_mutex_lock(&c->q.lock);
+	c->q.plugged = on;
+	pthread_mutex_unlock(&c->q.lock);
+	if (!on)
+		wake(c);
 }
 
 static void *cache_thread(void *arg)
