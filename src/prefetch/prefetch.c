@@ -94,6 +94,7 @@
 #define RD_SEQ_BACK      (4ull << 20)      /* backward re-read still sequential; kept behind */
 #define RD_SHORT         (128ull << 10)    /* shorter, not contiguous: never starts a stream */
 #define RD_MAX_SEGS      64                /* random reader's cache, in segments */
+#define RD_BUF_ALIGN     4096u             /* segment buffers: O_DIRECT cache hits land in them */
 
 enum seg_state { SEG_INFLIGHT, SEG_DONE, SEG_ERR };
 
@@ -275,8 +276,10 @@ static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
 
 	BUG_ON(len == 0 || off + len > f->size);
 	s = calloc(1, sizeof(*s));
-	if (s)
-		s->buf = malloc(len);
+	/* Page-aligned: a cache hit of a whole block is then read from the
+	 * slab straight into it, O_DIRECT included (cache.c, read_direct). */
+	if (s && posix_memalign((void **)&s->buf, RD_BUF_ALIGN, len) != 0)
+		s->buf = NULL;
 	if (!s || !s->buf) {
 		free(s);
 		rd_budget_give(f->budget, len);

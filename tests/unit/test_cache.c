@@ -139,8 +139,13 @@ static void stats(struct cache *c, struct cache_stats *s)
 static int read_all(struct cache *c, const char *key, const char *etag, uint64_t size,
 		    size_t chunk, int sized)
 {
-	char *buf = malloc(chunk);
+	char *buf = NULL;
 	int ok = 1;
+
+	/* Page-aligned, as the read path's segments: a whole block is then read
+	 * straight into it (O_DIRECT or not), its CRC32C checked there. */
+	if (posix_memalign((void **)&buf, 4096, chunk) != 0)
+		return 0;
 
 	for (uint64_t off = 0; off < size; off += chunk) {
 		size_t n = size - off < chunk ? size - off : chunk;
