@@ -29,6 +29,11 @@
  * A request completes (done callback, on the cache thread) when its last waiter
  * is served; a failed block fails the whole request with the first error.
  *
+ * Hits. A READ whose creating waiter wants the whole unit reads straight
+ * into that waiter's destination (read_direct): the CRC32C is checked there
+ * and the copy out of the io buffer is saved; the io buffer is still held
+ * (a mismatch turns the READ into a FETCH into it).
+ *
  * Partial reads of a block record. A record's CRC32C covers all its bytes, so
  * serving 4 KiB of a 4 MiB block would read and check the whole block. So
  * the CRC32C of each piece of a block record (c->piece bytes, the last one
@@ -151,6 +156,10 @@ struct bop {
 	struct bop *carrier;
 	struct bop *members;        /* chained through next_member, in order */
 	int in_block;               /* READ of one piece out of block record rec (pinned) */
+	/* READ straight into its first waiter's destination (DESIGN, "Hits");
+	 * NULL: into buf. Reset when the READ turns into a FETCH. */
+	char *io_dst;
+	struct waiter *io_owner;
 	struct bop *next_member;
 };
 
@@ -337,12 +346,14 @@ static void serve_from(const char *src, struct waiter *w)
 
 static void serve(struct bop *op, struct waiter *w)
 {
-	serve_from(op->buf->p, w);
+	serve_from(op->io_dst ? op->io_dst : op->buf->p, w);
 }
 
+/* With io_dst, the owner's bytes are in place already, and it is finished
+ * last: its done callback may reuse its buffer, which the others copy from. */
 static void serve_all(struct bop *op, int err)
 {
-	struct waiter *w = op->waiters;
+	struct waiter *w = op->waiters, *owner = op->io_dst ? op->io_owner : NULL;
 
 	op->waiters = NULL;
 	while (w) {
@@ -350,10 +361,12 @@ static void serve_all(struct bop *op, int err)
 
 		if (err)
 			req_finish_block(w->req, err);
-		else
+		else if (w != owner)
 			serve(op, w);
 		w = next;
 	}
+	if (owner && !err)
+		req_finish_block(owner->req, 0);
 }
 
 static void buf_put(struct pool *pl, struct iobuf *b)
@@ -451,12 +464,12 @@ static void submit_slab_io(struct bop *op)
 {
 	struct cache *c = op->c;
 	struct io_uring_sqe *sqe = get_sqe(c);
-	char *p = op->buf->p + op->io_done;
+	char *p = (op->io_dst ? op->io_dst : op->buf->p) + op->io_done;
 	unsigned n = op->io_len - op->io_done;
 	uint64_t off = op->slab_off + op->io_done;
 	int rd = op->kind == BOP_READ;
 
-	if (c->registered) {
+	if (c->registered && !op->io_dst) {
 		if (rd)
 			io_uring_prep_read_fixed(sqe, c->slab_fd, p, n, off, op->buf->index);
 		else
@@ -469,12 +482,42 @@ static void submit_slab_io(struct bop *op)
 	io_uring_sqe_set_data(sqe, op);
 }
 
+/*
+ * A READ whose first waiter (the one that created it: the tail of the list,
+ * joiners are pushed in front) wants the whole unit reads the slab straight
+ * into that waiter's destination, which then needs no copy. The destination
+ * is the caller's buffer until its done callback (the fetch contract), and
+ * the callback comes only once the bytes passed their CRC32C; on a mismatch
+ * or an I/O error the READ turns into a FETCH into buf, as before, and serves
+ * everyone from there. With O_DIRECT the destination and the length must be
+ * IO_ALIGN-aligned (the read is not rounded up past the destination's end);
+ * buffered, any will do.
+ */
+static void read_direct(struct bop *op)
+{
+	struct waiter *w = op->waiters;
+
+	op->io_dst = NULL;
+	op->io_owner = NULL;
+	if (!w || op->members || op->carrier)
+		return;
+	while (w->next)
+		w = w->next;
+	if (w->src_off != 0 || w->n != op->len)
+		return;
+	if (op->c->direct && (((uintptr_t)w->dst | op->len) & (IO_ALIGN - 1)))
+		return;
+	op->io_dst = w->dst;
+	op->io_owner = w;
+}
+
 static void bop_run(struct bop *op)
 {
 	op->io_done = 0;
 	switch (op->kind) {
 	case BOP_READ:
-		op->io_len = align_up(op->len);
+		read_direct(op);
+		op->io_len = op->io_dst ? op->len : align_up(op->len);
 		submit_slab_io(op);
 		break;
 	case BOP_FETCH:
@@ -588,6 +631,8 @@ static void read_failed(struct bop *op)
 	publish_fill(c);
 	op->rec = IDX_NONE;
 	op->in_block = 0;
+	op->io_dst = NULL;              /* the fetch goes to buf; serve copies from there */
+	op->io_owner = NULL;
 	bop_fetch(op);
 }
 
@@ -602,9 +647,9 @@ static void read_complete(struct bop *op)
 		/* Read whole: record the piece sums on the way (same pass). */
 		e = psum_at(c, op->rec);
 		e->rec1 = e->pend1 = 0;
-		crc = piece_crcs(c, op->buf->p, op->len, e->sum);
+		crc = piece_crcs(c, op->io_dst ? op->io_dst : op->buf->p, op->len, e->sum);
 	} else {
-		crc = cksum_crc32c(0, op->buf->p, op->len);
+		crc = cksum_crc32c(0, op->io_dst ? op->io_dst : op->buf->p, op->len);
 	}
 	if (crc != want) {
 		CNT_ADD(c, checksum_failures, 1);

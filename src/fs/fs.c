@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "feedfs/fuse_passthrough.h"
+#include "feedfs/feedfs_ioctl.h"
 #include "feedfs/gpu.h"
 #include "feedfs/promote.h"
 #include "feedfs/log.h"
@@ -736,7 +737,14 @@ static void file_release(struct fs *fs, uint64_t fh)
 	}
 	if (f) {
 		open_files_del(fs, f);
-		if (f->want_key && fs->promote)
+		/* A handle that only fed devices is not promoted: its ioctls
+		 * read through the block cache whatever is promoted, and
+		 * building the file (a whole second read of the object, and
+		 * a write of it) would only cost CPU and evict files that
+		 * read(2) does use. */
+		if (f->want_key && fs->promote &&
+		    (__atomic_load_n(&f->read_fuse, __ATOMIC_RELAXED) ||
+		     !__atomic_load_n(&f->read_device, __ATOMIC_RELAXED)))
 			promote_want(fs->promote, f->want_key, f->want_key_len,
 				     f->want_key + f->want_key_len + 1, f->want_size);
 		rd_close(f->rd);
@@ -1032,6 +1040,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	FS_STAT_INC(fs, reads);
+	if (!__atomic_load_n(&f->read_fuse, __ATOMIC_RELAXED))
+		__atomic_store_n(&f->read_fuse, 1, __ATOMIC_RELAXED);
 	r = read_early(fs, f, (uint64_t)off, size, t0);
 	if (r == -ESTALE) {
 		FS_STAT_INC(fs, estale);
@@ -1098,6 +1108,9 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		fuse_reply_err(req, ENOTTY);
 		return;
 	}
+	if ((cmd == FEEDFS_IOC_READ || cmd == FEEDFS_IOC_BATCH) &&
+	    !__atomic_load_n(&f->read_device, __ATOMIC_RELAXED))
+		__atomic_store_n(&f->read_device, 1, __ATOMIC_RELAXED);
 	r = gpu_ioctl(fs->gpu, f->rd, ctx->uid, ctx->pid, cmd, in_buf, in_bufsz, out,
 		      out_bufsz < sizeof(out) ? out_bufsz : sizeof(out));
 	if (r == -ESTALE)

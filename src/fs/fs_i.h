@@ -134,6 +134,8 @@ struct fs_file {
 	char *want_key;                 /* promote at release (key, NUL, ETag); NULL: no */
 	size_t want_key_len;
 	uint64_t want_size;
+	int read_fuse;                  /* served a FUSE read (atomic, set once) */
+	int read_device;                /* served a device-feed read ioctl (idem) */
 	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
 };
 

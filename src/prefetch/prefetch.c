@@ -94,6 +94,7 @@
 #define RD_SEQ_BACK      (4ull << 20)      /* backward re-read still sequential; kept behind */
 #define RD_SHORT         (128ull << 10)    /* shorter, not contiguous: never starts a stream */
 #define RD_MAX_SEGS      64                /* random reader's cache, in segments */
+#define RD_BUF_ALIGN     4096u             /* segment buffers: O_DIRECT cache hits land in them */
 
 enum seg_state { SEG_INFLIGHT, SEG_DONE, SEG_ERR };
 
@@ -102,7 +103,8 @@ struct rd_seg {
 	struct rd_file *file;
 	uint64_t off;
 	size_t len;                     /* == bytes charged to the budget */
-	char *buf;
+	char *buf;                      /* RD_BUF_ALIGN-aligned, inside mem */
+	void *mem;                      /* what malloc gave; freed */
 	enum seg_state state;
 	int err;                        /* SEG_ERR: -errno */
 	unsigned waiters;               /* readers blocked on it: pins it */
@@ -185,7 +187,7 @@ static uint64_t seg_put_locked(struct rd_seg *s)
 
 	if (s->next || s->state == SEG_INFLIGHT || s->waiters)
 		return 0;
-	free(s->buf);
+	free(s->mem);
 	free(s);
 	return n;
 }
@@ -275,8 +277,16 @@ static int seg_issue(struct rd_file *f, uint64_t off, size_t len)
 
 	BUG_ON(len == 0 || off + len > f->size);
 	s = calloc(1, sizeof(*s));
-	if (s)
-		s->buf = malloc(len);
+	/* Page-aligned: a cache hit of a whole block is then read from the
+	 * slab straight into it, O_DIRECT included (cache.c, read_direct).
+	 * Aligned by hand in a plain malloc: posix_memalign of 4-8 MiB made
+	 * glibc hand back fresh pages (measured: 18-26 thousand page faults
+	 * per GiB read, twice the daemon's CPU), malloc reuses its heap. */
+	if (s) {
+		s->mem = malloc(len + RD_BUF_ALIGN - 1);
+		s->buf = s->mem ? (char *)(((uintptr_t)s->mem + RD_BUF_ALIGN - 1) &
+					   ~(uintptr_t)(RD_BUF_ALIGN - 1)) : NULL;
+	}
 	if (!s || !s->buf) {
 		free(s);
 		rd_budget_give(f->budget, len);

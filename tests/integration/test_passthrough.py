@@ -339,6 +339,37 @@ def test_device_ioctl_reaches_the_daemon_on_a_passed_through_file(mount, pbucket
     umount(m)
 
 
+def test_a_handle_that_only_fed_devices_is_not_promoted(mount, pbucket, tmp_path):
+    """Device-feed ioctls read through the block cache whatever is promoted:
+    a handle that served only those is not promoted at release (it would read
+    and write the whole object again for nobody), one that read(2) is."""
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "python"))
+    from feedfs import device as fdev
+
+    cdir = str(tmp_path / "cache")
+    m = mount(pbucket, "", "--cache-dir", cdir, *OPTS)
+    passthrough_or_skip(m)
+    dev, red = "mid.bin", "img/006.jpg"
+    n = OBJS[dev]
+    ch = fdev.Channel(m.path)
+    r = ch.region(n)
+    with open(m.p(dev), "rb") as f:
+        assert fdev._check(ch.lib.feedfs_read_host(f.fileno(), r.id, 0, 0, n), dev) == n
+    assert sha256(bytes(r.view)) == want([dev])[dev]
+    r.free()
+    ch.close()
+    assert read_keys(m, [red]) == want([red])
+    st = wait_promoted(m, 1)
+    time.sleep(0.5)                     # a wish for `dev` would be queued before
+    st = stats(m)
+    assert st["promote"]["promotions"] == 1, st["promote"]
+    assert len([e for e in os.listdir(os.path.join(cdir, "promoted"))
+                if not e.startswith(".")]) == 1
+    umount(m)
+
+
 def test_option_off_passes_nothing_through(mount, pbucket, tmp_path):
     cdir = str(tmp_path / "cache")
     m = mount(pbucket, "", "--cache-dir", cdir, *OPTS, "--passthrough=off")
