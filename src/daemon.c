@@ -55,6 +55,7 @@
 #include "feedfs/prefetch.h"
 #include "feedfs/promote.h"
 #include "feedfs/s3.h"
+#include "feedfs/snap.h"
 #include "feedfs/stack.h"
 #include "feedfs/stats.h"
 #include "feedfs/util.h"
@@ -156,6 +157,7 @@ struct running {
 	struct keep *keep;              /* the region the keeper's servers share */
 	struct gpu *gpu;                /* the device-feed path (ioctls, the D verb) */
 	struct promote *promote;        /* promoted files for passthrough; NULL: none */
+	struct snap *snap;              /* --snapshot: the mapped file; NULL: listed */
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
 	struct stats_reg reg;           /* what ctl and the unmount log read */
@@ -224,6 +226,7 @@ static void teardown(struct running *r)
 	hint_destroy(r->hint);
 	if (r->fs)
 		fs_destroy(r->fs);
+	snap_close(r->snap);                /* after the fs, its reader */
 	promote_destroy(r->promote);        /* after the fs (its user), before the cache */
 	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
 	if (r->s3)
@@ -301,8 +304,13 @@ static void s3_config_from(const struct options *o, struct creds_chain *creds,
 	scfg->max_connections = (int)o->max_connections;
 }
 
-/* The credential chain, the S3 client, and the check that SOURCE is readable. */
-static int start_s3(const struct options *o, struct running *r, char *msg, size_t msg_len)
+const char *daemon_store_scheme(const struct options *o)
+{
+	return o->store == S3_STORE_OSS ? "oss" : o->store == S3_STORE_GCS ? "gs" : "s3";
+}
+
+int daemon_open_store(const struct options *o, struct creds_chain **creds,
+		      struct s3_client **s3, char *msg, size_t msg_len)
 {
 	struct creds_options copts;
 	struct s3_config scfg;
@@ -313,18 +321,92 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 	copts.region = o->region;
 	copts.profile = o->profile;
 	msg[0] = '\0';
-	e = creds_chain_new(&copts, &r->creds, msg, msg_len);
+	e = creds_chain_new(&copts, creds, msg, msg_len);
 	if (e < 0) {
 		if (!msg[0])
 			snprintf(msg, msg_len, "no credentials: %s", strerror(-e));
 		return e;
 	}
-	log_info(TAG, "feedfs %s: bucket '%s' prefix '%s' endpoint %s region %s "
-		 "credentials from %s, mount point %s", FEEDFS_VERSION, o->bucket, o->prefix,
-		 o->endpoint ? o->endpoint : "(store default)", o->region ? o->region : "(default)",
-		 creds_chain_source(r->creds), o->dry_run ? "(none: --dry-run)" : o->mount_abs);
+	s3_config_from(o, *creds, &scfg);
+	e = s3_client_new(&scfg, s3);
+	if (e < 0) {
+		snprintf(msg, msg_len, "cannot start the S3 client: %s", strerror(-e));
+		creds_chain_destroy(*creds);
+		*creds = NULL;
+		return e;
+	}
+	return 0;
+}
 
-	s3_config_from(o, r->creds, &scfg);
+/*
+ * --snapshot: map and check the file (snap.h), and that it describes SOURCE
+ * (scheme, bucket and prefix), before anything talks to the store. One line
+ * in msg on failure.
+ */
+static int open_snapshot(const struct options *o, struct running *r, char *msg,
+			 size_t msg_len)
+{
+	const struct snap_meta *m;
+	int e;
+
+	e = snap_open(o->snapshot, &r->snap, msg, msg_len);
+	if (e < 0)
+		return e;
+	m = snap_meta(r->snap);
+	if (strcmp(m->store, daemon_store_scheme(o)) || strcmp(m->bucket, o->bucket) ||
+	    strcmp(m->prefix, o->prefix)) {
+		snprintf(msg, msg_len, "snapshot %s describes %s://%s/%s, not %s://%s/%s",
+			 o->snapshot, m->store, m->bucket, m->prefix, daemon_store_scheme(o),
+			 o->bucket, o->prefix);
+		return -EINVAL;
+	}
+	log_info(TAG, "snapshot %s: %llu keys of %s://%s/%s, %llu bytes mapped", o->snapshot,
+		 (unsigned long long)snap_count(r->snap), m->store, m->bucket, m->prefix,
+		 (unsigned long long)snap_bytes(r->snap));
+	return 0;
+}
+
+/*
+ * A snapshot mount's access check, without a LIST: the first bytes (at
+ * most 4 KiB) of the first object of 2 bytes or more, pinned to its ETag
+ * (a one-byte range, bytes=0-0, is one s3rver answers wrongly). Credentials,
+ * bucket and endpoint are then known good. An object changed since the snapshot (-ESTALE) does not
+ * stop the mount (its reads will fail, the others are right): it is logged.
+ * An empty snapshot checks nothing.
+ */
+static int snap_check_access(const struct options *o, struct running *r, char *msg,
+			     size_t msg_len)
+{
+	struct snap_cursor c;
+	struct snap_entry e;
+	char *key, head[4096];
+	ssize_t n;
+
+	snap_seek(&c, r->snap, NULL, 0);
+	do {
+		if (snap_next(&c, &e) != 1)
+			return 0;
+	} while (e.size < 2);
+	key = xasprintf("%s%.*s", o->prefix, (int)e.key_len, e.key);
+	n = s3_get(r->s3, key, strlen(key), e.etag, 0,
+		   e.size < sizeof(head) ? (size_t)e.size : sizeof(head), head);
+	if (n == -ESTALE) {
+		log_warn(TAG, "s3://%s/%s changed since the snapshot: its reads answer ESTALE",
+			 o->bucket, key);
+		n = 1;
+	}
+	if (n < 0)
+		snprintf(msg, msg_len, "cannot read s3://%s/%s (the snapshot's first object): %s",
+			 o->bucket, key, strerror((int)-n));
+	free(key);
+	return n < 0 ? (int)n : 0;
+}
+
+/* The credential chain, the S3 client, and the check that SOURCE is readable. */
+static int start_s3(const struct options *o, struct running *r, char *msg, size_t msg_len)
+{
+	int e;
+
 	if (o->no_verify_tls) {
 		log_warn(TAG, "WARNING: --no-verify-ssl: TLS certificates are NOT checked; "
 			 "anyone on the network path can read and alter the data");
@@ -332,12 +414,16 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 			fprintf(stderr, "feedfs: WARNING: --no-verify-ssl: TLS certificates are "
 				"NOT checked (unsafe)\n");
 	}
-	e = s3_client_new(&scfg, &r->s3);
-	if (e < 0) {
-		snprintf(msg, msg_len, "cannot start the S3 client: %s", strerror(-e));
+	e = daemon_open_store(o, &r->creds, &r->s3, msg, msg_len);
+	if (e < 0)
 		return e;
-	}
+	log_info(TAG, "feedfs %s: bucket '%s' prefix '%s' endpoint %s region %s "
+		 "credentials from %s, mount point %s", FEEDFS_VERSION, o->bucket, o->prefix,
+		 o->endpoint ? o->endpoint : "(store default)", o->region ? o->region : "(default)",
+		 creds_chain_source(r->creds), o->dry_run ? "(none: --dry-run)" : o->mount_abs);
 	msg[0] = '\0';
+	if (r->snap)
+		return snap_check_access(o, r, msg, msg_len);
 	e = s3_check_access(r->s3, o->prefix, msg, msg_len);
 	if (e < 0) {
 		if (!msg[0])
@@ -563,6 +649,7 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
 	fopts.metadata_max_bytes = metadata_share(o);
 	fopts.ahead = r->stack.ahead;
+	fopts.snap = r->snap;
 	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
 	if (mopts && ((r->keep && fs_set_keep(r->fs, r->keep) < 0) || gpu_new(&r->gpu) < 0)) {
 		free(mopts);
@@ -783,6 +870,8 @@ int daemon_run(struct options *o, int notify_fd, const struct keep_env *ke)
 		if (e < 0)
 			snprintf(msg, sizeof(msg), "keeper state: %s", strerror(-e));
 	}
+	if (e == 0 && o->snapshot)
+		e = open_snapshot(o, &r, msg, sizeof(msg));
 	if (e == 0)
 		e = start_s3(o, &r, msg, sizeof(msg));
 	if (e == 0 && o->dry_run) {

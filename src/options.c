@@ -140,6 +140,31 @@ static int set_cache_dir(struct options *o, const char *arg, char *msg, size_t m
 	return o->cache_dir ? 0 : -ENOMEM;
 }
 
+/* --snapshot FILE: absolute, the daemon changes to "/". An s3:// URL is
+ * refused for now (one line says how to use a local copy). */
+static int set_snapshot(struct options *o, const char *arg, char *msg, size_t msg_len)
+{
+	char *cwd;
+
+	if (!arg[0])
+		return bad(msg, msg_len, "--snapshot: empty path");
+	if (strstr(arg, "://"))
+		return bad(msg, msg_len, "--snapshot: '%s': only a local file is supported "
+			   "(fetch the snapshot first, e.g. aws s3 cp)", arg);
+	free(o->snapshot);
+	o->snapshot = NULL;
+	if (arg[0] == '/') {
+		o->snapshot = strdup(arg);
+	} else {
+		cwd = realpath(".", NULL);
+		if (!cwd)
+			return bad(msg, msg_len, "--snapshot: cannot resolve '%s'", arg);
+		o->snapshot = xasprintf("%s/%s", cwd, arg);
+		free(cwd);
+	}
+	return o->snapshot ? 0 : -ENOMEM;
+}
+
 static int set_profile(struct options *o, const char *arg, char *msg, size_t msg_len)
 {
 	if (!arg[0])
@@ -225,6 +250,11 @@ static const struct opt_spec opt_specs[] = {
 	{ .name = "dry-run", .kind = OPT_FLAG, .off = AT(dry_run),
 	  .help = "check credentials and access to SOURCE as a mount\n"
 		  "would, print one line, exit 0 or 1; mounts nothing" },
+	{ .name = "snapshot", .metavar = "FILE", .kind = OPT_FN, .handler = set_snapshot,
+	  .help = "names, sizes and ETags from FILE, written by\n"
+		  "'feedfs snapshot SOURCE FILE': no LIST or HEAD ever,\n"
+		  "every read pinned to the snapshot's ETag (ESTALE if\n"
+		  "the object changed since); FILE must describe SOURCE" },
 	{ .name = "part-size", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(part_size),
 	  .help = "bytes per ranged GET, 1MiB..256MiB (default 8MiB)" },
 	{ .name = "max-memory", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(max_memory),
@@ -370,11 +400,13 @@ static const char help_head[] =
 "    feedfs [OPTIONS] BUCKET[/PREFIX/] MOUNTPOINT\n"
 "    feedfs [OPTIONS] oss://BUCKET[/PREFIX/] MOUNTPOINT    (Aliyun OSS)\n"
 "    feedfs [OPTIONS] gs://BUCKET[/PREFIX/] MOUNTPOINT     (GCS, HMAC keys)\n"
+"    feedfs --snapshot FILE [OPTIONS] SOURCE MOUNTPOINT\n"
 "    feedfs --dry-run [OPTIONS] SOURCE\n"
 "    feedfs --print-credentials-source [--profile NAME]\n"
 "    feedfs warm [--jobs N] MOUNTPOINT/PATH...\n"
 "    feedfs stats [--json | --prom] [--watch] MOUNTPOINT\n"
 "    feedfs prefetch --order FILE MOUNTPOINT | --clear MOUNTPOINT\n"
+"    feedfs snapshot [OPTIONS] SOURCE FILE | --print FILE\n"
 "\n"
 "    Keys under PREFIX appear as files, '/' in keys as directories. The tree is\n"
 "    read-only; every write answers EROFS. By default feedfs becomes a daemon\n"
@@ -406,6 +438,11 @@ static const char help_tail[] =
 "    daemon, which fetches those files ahead of the opens, within --max-memory;\n"
 "    a new order replaces the old. --clear MOUNTPOINT drops it. Counters: the\n"
 "    \"order\" group of feedfs stats.\n"
+"\n"
+"  feedfs snapshot [OPTIONS] SOURCE FILE  lists SOURCE once (the options above\n"
+"    for endpoint, region and credentials apply) and writes every key with its\n"
+"    size, ETag and time to FILE (docs/SNAPSHOT.md), for --snapshot mounts on\n"
+"    every node. --print FILE writes one key a line: KEY, SIZE, ETAG (tabs).\n"
 "\n"
 "    SIZE takes K, M, G suffixes (powers of 1024): 8M, 512KiB, 1G.\n"
 "\n"
@@ -730,5 +767,6 @@ void options_free(struct options *o)
 	free(o->prefix);
 	free(o->cache_dir);
 	free(o->metrics_host);
-	o->bucket = o->prefix = o->cache_dir = o->metrics_host = NULL;
+	free(o->snapshot);
+	o->bucket = o->prefix = o->cache_dir = o->metrics_host = o->snapshot = NULL;
 }

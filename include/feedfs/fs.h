@@ -17,6 +17,7 @@
 struct s3_client;
 struct rd_config;
 struct rd_ahead;
+struct snap;
 struct fuse_lowlevel_ops;
 
 struct fs_options {
@@ -30,6 +31,9 @@ struct fs_options {
 	uint64_t metadata_max_bytes; /* listings + nodes (src/fs/reap.c); 0: unbounded */
 	struct rd_ahead *ahead;      /* readahead across files, or NULL: opens that follow
 				      * a directory's listing order want the next files */
+	const struct snap *snap;     /* --snapshot: names, sizes and ETags from it, never
+				      * a LIST or HEAD (src/fs/snapview.c); must outlive
+				      * the fs; NULL: from the store */
 };
 
 struct fs;

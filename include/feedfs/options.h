@@ -71,6 +71,8 @@ struct options {
 					 * "localhost" or an IPv6 literal without its
 					 * brackets; NULL: no metrics endpoint */
 	uint16_t metrics_port;          /* 1..65535 when metrics_host is set */
+	char *snapshot;                 /* owned; absolute; --snapshot: names from this
+					 * file (snap.h), never a LIST; NULL: listed */
 };
 
 /* What options_parse returns besides 0 and -errno. */

@@ -194,6 +194,10 @@ static int dirh_load(struct fs *fs, struct fs_dirh *dh)
 	pthread_mutex_lock(&fs->lock);
 	if (dirh_share_cached(fs, dh, now))
 		goto unlock;
+	if (fs->opts.snap) {
+		r = -ENOMEM;        /* the snapshot answers every miss but this */
+		goto unlock;
+	}
 	big = !fs->subtree_max_keys ||
 	      fs_lcache_is_big(&fs->lcache, dh->path, dh->path_len, now);
 	pthread_mutex_unlock(&fs->lock);
@@ -415,6 +419,8 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 	struct s3_list_page pg;
 	int r;
 
+	if (fs->opts.snap)
+		return -EIO;        /* never: the snapshot answered dirh_load */
 	memset(&pg, 0, sizeof(pg));
 	FS_STAT_INC(fs, list_pages);
 	r = s3_list(fs->s3, dh->prefix, "/", dh->token, 0, &pg);

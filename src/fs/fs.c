@@ -205,6 +205,10 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, size_t 
 	char *key, *dirp = NULL;
 	int r;
 
+	/* A snapshot's listings answer every lookup (snapview.c); what they do
+	 * not hold does not exist: never a LIST or HEAD. */
+	if (fs->opts.snap)
+		return -ENOENT;
 	r = fs_path_key(fs, path, path_len, 0, &key, &klen);
 	if (r < 0)
 		return r;
@@ -471,6 +475,14 @@ static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *e
 	}
 	if (n->is_dir || fs_attrs_fresh(fs, n, now))
 		goto fill;
+	if (fs->opts.snap) {
+		/* From the snapshot (a node adopted after a takeover): no HEAD. */
+		r = fs_snap_node_attrs_locked(fs, n, now);
+		if (r == 0)
+			goto fill;
+		pthread_mutex_unlock(&fs->lock);
+		return r;
+	}
 	r = fs_path_key(fs, n->path, n->path_len, 0, &key, &klen);
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
@@ -1310,8 +1322,8 @@ static long subtree_max_keys(const struct fs_options *opts)
 			v = FS_SUBTREE_MAX_KEYS_DEFAULT;
 		}
 	}
-	if (opts->metadata_ttl_ms <= 0)
-		v = 0;
+	if (opts->metadata_ttl_ms <= 0 || opts->snap)
+		v = 0;              /* a snapshot lists nothing (snapview.c) */
 	return v;
 }
 

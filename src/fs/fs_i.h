@@ -89,6 +89,7 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t readdir_regen;         /* see dir.c DESIGN: a lazy handle's listing changed */
 	uint64_t meta_invals;           /* entries the kernel was asked to forget (reap.c) */
 	uint64_t ahead_lists;           /* subtree listings made ahead of a walk (listing.c) */
+	uint64_t snap_listings;         /* listings built from the snapshot (snapview.c) */
 	/* Gauges, filled only in snapshots (under fs->lock). */
 	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
 	uint64_t node_bytes, meta_bytes, meta_max;
@@ -307,6 +308,16 @@ void fs_list_ahead_locked(struct fs *fs, const char *dir, size_t dlen,
 			  const struct fs_listing *pl, long i);
 int fs_list_ahead_start(struct fs *fs);
 void fs_list_ahead_stop(struct fs *fs);
+
+/* ---- snapview.c: a mount from a snapshot (fs->opts.snap; its DESIGN) ---- */
+/* The listing of directory path built from the snapshot and installed in the
+ * cache; borrowed like fs_listing_cached's; an empty one for a path that is no
+ * directory of the snapshot; NULL only when out of memory. fs->lock held. */
+struct fs_listing *fs_snap_listing_locked(struct fs *fs, const char *path, size_t len,
+					  int64_t now_ms);
+/* A file node's attributes from the snapshot: 0, or -ENOENT when the
+ * snapshot has no such key. fs->lock held. */
+int fs_snap_node_attrs_locked(struct fs *fs, struct fs_node *n, int64_t now_ms);
 
 /* ---- order.c: a file was opened; when the opens of its directory follow the
  * listing order, want the next files from fs->opts.ahead. Takes fs->lock. ---- */

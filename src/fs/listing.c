@@ -54,13 +54,20 @@
 struct fs_listing *fs_listing_cached(struct fs *fs, const char *path, size_t len,
 				     int64_t now_ms)
 {
-	return fs_lcache_get(&fs->lcache, path, len, now_ms, fs->opts.metadata_ttl_ms);
+	struct fs_listing *l = fs_lcache_get(&fs->lcache, path, len, now_ms,
+					     fs->opts.metadata_ttl_ms);
+
+	/* A snapshot answers every miss, from the file (snapview.c). */
+	if (!l && fs->opts.snap)
+		l = fs_snap_listing_locked(fs, path, len, now_ms);
+	return l;
 }
 
 int fs_listing_install(struct fs *fs, const char *path, size_t len, struct fs_listing *l,
 		       int64_t now_ms)
 {
-	struct fs_listing *cur = fs_listing_cached(fs, path, len, now_ms);
+	struct fs_listing *cur = fs_lcache_get(&fs->lcache, path, len, now_ms,
+					       fs->opts.metadata_ttl_ms);
 
 	int r;
 

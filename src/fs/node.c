@@ -30,6 +30,9 @@ int fs_path_key(const struct fs *fs, const char *path, size_t len, unsigned flag
 
 int fs_attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms)
 {
+	/* A snapshot's attributes never go stale: it does not change. */
+	if (fs->opts.snap)
+		return n->attr_ms != 0;
 	return n->attr_ms && now_ms - n->attr_ms < fs->opts.metadata_ttl_ms;
 }
 

@@ -65,6 +65,8 @@ static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_infli
 	size_t plen, idx;
 	int r;
 
+	if (fs->opts.snap)
+		return -ENOMEM;     /* never: the snapshot answered from the cache */
 	r = fs_path_key(fs, dir, dlen, FS_KEY_DIR, &prefix, &plen);
 	if (r < 0)
 		return r;
