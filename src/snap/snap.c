@@ -153,7 +153,8 @@ static int etag_md5(const char *s, uint8_t out[16])
 
 static int keycmp(const char *a, size_t al, const char *b, size_t bl)
 {
-	int c = memcmp(a, b, al < bl ? al : bl);
+	size_t n = al < bl ? al : bl;
+	int c = n ? memcmp(a, b, n) : 0;  /* a or b may be NULL when its length is 0 */
 
 	return c ? c : (al > bl) - (al < bl);
 }
