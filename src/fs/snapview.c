@@ -95,6 +95,7 @@ struct fs_listing *fs_snap_listing_locked(struct fs *fs, const char *path, size_
 	memcpy(dp, path, len);
 	if (len)
 		dp[dp_len++] = '/';
+	dp[dp_len] = '\0';
 	l = fs_listing_new(now_ms);
 	if (!l)
 		return NULL;

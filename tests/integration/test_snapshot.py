@@ -207,3 +207,35 @@ def test_snapshot_command_errors(mounter, s3server, tmp_path):
     assert cp.returncode == 2 and "only a local file" in cp.stderr
     cp = mounter.run(["snapshot", "--print", str(tmp_path / "none.snap")])
     assert cp.returncode == 1 and "none.snap" in cp.stderr
+
+
+def test_hidden_keys_and_if_match_on_a_faithful_store(mounter, stub, tmp_path):
+    """On the stub (which stores what s3rver refuses and honours If-Match):
+    keys that cannot be POSIX names are hidden and counted exactly as the model
+    says, a prefix holding only sub-prefixes is a directory, the walk sends no
+    request, and a replaced object answers ESTALE through a real 412."""
+    stub.create_bucket("hb")
+    keys = {"ok.txt": b"ok", "a//b": b"x", "p/./q": b"y", "x/" + "n" * 300 + "/f": b"z",
+            "only/sub/deep.txt": b"deep", "keep/me.bin": content_for("keep", 5000)}
+    for k, v in keys.items():
+        stub.put("hb", k, v)
+    out = str(tmp_path / "h.snap")
+    take(mounter, stub.url, "s3://hb/", out)
+    stub.reset_counts()
+    m = mounter.mount("s3://hb/", args=s3rver_args(stub.url) + ["--snapshot", out])
+    want, hidden = expected_tree([(k, len(v)) for k, v in keys.items()])
+    assert len(hidden) == 3
+    problems = diff_trees(want, walk_mount(m.path))
+    assert not problems, "\n".join(problems)
+    assert os.path.isdir(m.p("only/sub"))
+    with open(m.p("keep/me.bin"), "rb") as f:
+        assert f.read() == keys["keep/me.bin"]
+    c = dict(stub.counts)
+    assert c.get("list", 0) == 0 and c.get("head", 0) == 0, c
+    from mounter import feedfs_stats
+    assert feedfs_stats(m)["fs"]["hidden"] == 3
+    stub.put("hb", "ok.txt", b"changed")
+    with pytest.raises(OSError) as ei:
+        with open(m.p("ok.txt"), "rb") as f:
+            f.read()
+    assert ei.value.errno == errno.ESTALE
