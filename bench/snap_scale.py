@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -168,6 +169,7 @@ def main():
         for m in list(mounted):
             subprocess.run(["fusermount3", "-u", m])
         srv.terminate()
+        shutil.rmtree(tmp, ignore_errors=True)
     res["command"] = " ".join(["python3", "bench/snap_scale.py"] + sys.argv[1:])
     js = json.dumps(res, indent=1, sort_keys=True)
     print(js)

@@ -338,18 +338,113 @@ int daemon_open_store(const struct options *o, struct creds_chain **creds,
 	return 0;
 }
 
+#define SNAP_FETCH_CHUNK (64u << 20)
+
+/* GET [off, off + len) of key into fd at off, in SNAP_FETCH_CHUNK pieces. */
+static ssize_t fetch_range(struct s3_client *c, const char *key, int fd, uint64_t off,
+			   uint64_t len)
+{
+	char *buf = malloc(len < SNAP_FETCH_CHUNK ? (size_t)len : SNAP_FETCH_CHUNK);
+	ssize_t n = buf ? 0 : -ENOMEM;
+
+	while (buf && len) {
+		size_t k = len < SNAP_FETCH_CHUNK ? (size_t)len : SNAP_FETCH_CHUNK;
+
+		n = s3_get(c, key, strlen(key), NULL, off, k, buf);
+		if (n < 0)
+			break;
+		if (pwrite(fd, buf, k, (off_t)off) != (ssize_t)k) {
+			n = -errno;
+			break;
+		}
+		off += k;
+		len -= k;
+	}
+	free(buf);
+	return n < 0 ? n : 0;
+}
+
 /*
- * --snapshot: map and check the file (snap.h), and that it describes SOURCE
- * (scheme, bucket and prefix), before anything talks to the store. One line
- * in msg on failure.
+ * --snapshot SCHEME://BUCKET/KEY: fetch it through the source's store (its
+ * endpoint, region and credentials; a client of its own for BUCKET) into an
+ * unlinked file under --cache-dir or $TMPDIR, and map that: a first GET of
+ * the header says the length, then GETs of at most 64 MiB (one for a
+ * snapshot of up to ~2.5M keys). *path gets the file's name (unlinked by the
+ * caller once mapped). One line in msg on failure.
+ */
+static int fetch_snapshot(const struct options *o, struct running *r, char **path,
+			  char *msg, size_t msg_len)
+{
+	const char *url = strstr(o->snapshot, "://") + 3, *slash = strchr(url, '/');
+	const char *dir = o->cache_dir ? o->cache_dir : util_getenv_nonempty("TMPDIR");
+	char *bucket = xstrndup(url, (size_t)(slash - url)), hdr[SNAP_HEADER_LEN];
+	struct s3_config scfg;
+	struct s3_client *c = NULL;
+	uint64_t len = 0;
+	ssize_t n;
+	int fd = -1, e;
+
+	s3_config_from(o, r->creds, &scfg);
+	scfg.bucket = bucket;
+	*path = xasprintf("%s/feedfs-snapshot.XXXXXX", dir ? dir : "/tmp");
+	e = s3_client_new(&scfg, &c);
+	n = e < 0 ? e : s3_get(c, slash + 1, strlen(slash + 1), NULL, 0, sizeof(hdr), hdr);
+	if (n >= 0 && (e = snap_file_length(hdr, sizeof(hdr), &len)) < 0) {
+		snprintf(msg, msg_len, "snapshot %s: %s", o->snapshot, e == -EPROTO
+			 ? "another format version (see feedfs snapshot --print)"
+			 : "not a feedfs snapshot");
+		goto out;
+	}
+	if (n >= 0 && (fd = mkstemp(*path)) < 0)
+		n = -errno;
+	if (n >= 0 && (pwrite(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)))
+		n = -errno;
+	if (n >= 0)
+		n = fetch_range(c, slash + 1, fd, sizeof(hdr), len - sizeof(hdr));
+	e = n < 0 ? (int)n : 0;
+	if (e < 0)
+		snprintf(msg, msg_len, "cannot fetch the snapshot %s: %s", o->snapshot,
+			 strerror(-e));
+out:
+	if (fd >= 0)
+		close(fd);
+	if (e < 0 && fd >= 0)
+		unlink(*path);
+	if (c)
+		s3_client_destroy(c);
+	free(bucket);
+	return e;
+}
+
+/*
+ * --snapshot: map and check the file (snap.h), fetched first when it is a
+ * URL, and that it describes SOURCE (scheme, bucket and prefix). One line in
+ * msg on failure.
  */
 static int open_snapshot(const struct options *o, struct running *r, char *msg,
 			 size_t msg_len)
 {
 	const struct snap_meta *m;
+	char *fetched = NULL;
 	int e;
 
-	e = snap_open(o->snapshot, &r->snap, msg, msg_len);
+	if (strstr(o->snapshot, "://")) {
+		e = fetch_snapshot(o, r, &fetched, msg, msg_len);
+		if (e == 0) {
+			e = snap_open(fetched, &r->snap, msg, msg_len);
+			unlink(fetched);        /* the mapping keeps it */
+			if (e < 0) {        /* name the URL, not the temporary file */
+				char why[512];
+				const char *colon = strstr(msg, ": ");
+
+				snprintf(why, sizeof(why), "%s", colon ? colon + 2 : strerror(-e));
+				snprintf(msg, msg_len, "snapshot %s: %s", o->snapshot, why);
+			}
+		}
+		free(fetched);
+	} else {
+		e = snap_open(o->snapshot, &r->snap, msg, msg_len);
+	}
 	if (e < 0)
 		return e;
 	m = snap_meta(r->snap);
@@ -422,8 +517,10 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 		 o->endpoint ? o->endpoint : "(store default)", o->region ? o->region : "(default)",
 		 creds_chain_source(r->creds), o->dry_run ? "(none: --dry-run)" : o->mount_abs);
 	msg[0] = '\0';
-	if (r->snap)
-		return snap_check_access(o, r, msg, msg_len);
+	if (o->snapshot) {
+		e = open_snapshot(o, r, msg, msg_len);
+		return e < 0 ? e : snap_check_access(o, r, msg, msg_len);
+	}
 	e = s3_check_access(r->s3, o->prefix, msg, msg_len);
 	if (e < 0) {
 		if (!msg[0])
@@ -870,8 +967,6 @@ int daemon_run(struct options *o, int notify_fd, const struct keep_env *ke)
 		if (e < 0)
 			snprintf(msg, sizeof(msg), "keeper state: %s", strerror(-e));
 	}
-	if (e == 0 && o->snapshot)
-		e = open_snapshot(o, &r, msg, sizeof(msg));
 	if (e == 0)
 		e = start_s3(o, &r, msg, sizeof(msg));
 	if (e == 0 && o->dry_run) {

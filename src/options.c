@@ -140,20 +140,22 @@ static int set_cache_dir(struct options *o, const char *arg, char *msg, size_t m
 	return o->cache_dir ? 0 : -ENOMEM;
 }
 
-/* --snapshot FILE: absolute, the daemon changes to "/". An s3:// URL is
- * refused for now (one line says how to use a local copy). */
+/* --snapshot FILE|URL: a file is made absolute (the daemon changes to "/");
+ * a URL is kept as given and must use the source's scheme (check_combined):
+ * the daemon fetches it through the source's store. */
 static int set_snapshot(struct options *o, const char *arg, char *msg, size_t msg_len)
 {
 	char *cwd;
+	const char *s = strstr(arg, "://");
 
 	if (!arg[0])
 		return bad(msg, msg_len, "--snapshot: empty path");
-	if (strstr(arg, "://"))
-		return bad(msg, msg_len, "--snapshot: '%s': only a local file is supported "
-			   "(fetch the snapshot first, e.g. aws s3 cp)", arg);
+	if (s && (!strchr(s + 3, '/') || strchr(s + 3, '/') == s + 3 ||
+		  strchr(s + 3, '/')[1] == '\0' || arg[strlen(arg) - 1] == '/'))
+		return bad(msg, msg_len, "--snapshot: '%s' is not SCHEME://BUCKET/KEY", arg);
 	free(o->snapshot);
 	o->snapshot = NULL;
-	if (arg[0] == '/') {
+	if (s || arg[0] == '/') {
 		o->snapshot = strdup(arg);
 	} else {
 		cwd = realpath(".", NULL);
@@ -254,7 +256,10 @@ static const struct opt_spec opt_specs[] = {
 	  .help = "names, sizes and ETags from FILE, written by\n"
 		  "'feedfs snapshot SOURCE FILE': no LIST or HEAD ever,\n"
 		  "every read pinned to the snapshot's ETag (ESTALE if\n"
-		  "the object changed since); FILE must describe SOURCE" },
+		  "the object changed since); FILE must describe SOURCE.\n"
+		  "FILE may be s3://BUCKET/KEY on the source's store:\n"
+		  "fetched at mount (GETs of 64MiB) into --cache-dir or\n"
+		  "$TMPDIR, mapped, and unlinked" },
 	{ .name = "part-size", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(part_size),
 	  .help = "bytes per ranged GET, 1MiB..256MiB (default 8MiB)" },
 	{ .name = "max-memory", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(max_memory),
@@ -656,6 +661,9 @@ static uint64_t io_reserve(const struct options *o)
 /* The checks that involve more than one option, in the order users met them. */
 static int check_combined(const struct options *o, char *msg, size_t msg_len)
 {
+	const char *scheme = o->store == S3_STORE_OSS ? "oss://"
+			     : o->store == S3_STORE_GCS ? "gs://" : "s3://";
+
 	if (o->oss_internal && o->store != S3_STORE_OSS)
 		return bad(msg, msg_len, "--internal applies to oss:// sources only");
 	if (o->store == S3_STORE_OSS && !o->region && !o->endpoint)
@@ -683,6 +691,10 @@ static int check_combined(const struct options *o, char *msg, size_t msg_len)
 	if (o->endpoint && strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
 		return bad(msg, msg_len, "--endpoint-url: '%s' must start with http:// or https://",
 			   o->endpoint);
+	if (o->snapshot && strstr(o->snapshot, "://") &&
+	    strncmp(o->snapshot, scheme, strlen(scheme)) != 0)
+		return bad(msg, msg_len, "--snapshot: '%s' must be on the source's store (the same "
+			   "scheme)", o->snapshot);
 	return 0;
 }
 

@@ -58,6 +58,13 @@ int snap_open_mem(const void *buf, size_t len, int verify_crc, struct snap **out
 		  size_t msg_len);
 void snap_close(struct snap *s);
 
+/* The length of the whole file from its first SNAP_HEADER_LEN bytes (to fetch
+ * a snapshot with a first small GET): 0 and *len, or -EBADMSG (not a
+ * snapshot header) / -EPROTO (another version); nothing else is checked
+ * (snap_open does that once the file is whole). */
+#define SNAP_HEADER_LEN 128
+int snap_file_length(const void *hdr, size_t n, uint64_t *len);
+
 const struct snap_meta *snap_meta(const struct snap *s);
 uint64_t snap_count(const struct snap *s);
 /* Bytes of the file (what the mount costs in page cache). */

@@ -41,7 +41,7 @@
 #include "../cache/cksum_i.h"
 
 #define SNAP_MAGIC "FEEDSNAP"
-#define SNAP_HDR_LEN 128
+#define SNAP_HDR_LEN SNAP_HEADER_LEN
 #define SNAP_HDR_CRC_OFF 124
 #define SNAP_F_MD5 0x01
 #define SNAP_F_VERSION 0x02
@@ -468,6 +468,18 @@ out:
 	}
 	*out = s;
 	return 0;
+}
+
+int snap_file_length(const void *hdr, size_t n, uint64_t *len)
+{
+	const uint8_t *h = hdr;
+
+	if (n < SNAP_HDR_LEN || memcmp(h, SNAP_MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (rd32(h + 8) != SNAP_VERSION)
+		return -EPROTO;
+	*len = rd64(h + 16);
+	return *len >= SNAP_HDR_LEN ? 0 : -EBADMSG;
 }
 
 int snap_open(const char *path, struct snap **out, char *msg, size_t msg_len)

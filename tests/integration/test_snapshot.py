@@ -239,3 +239,33 @@ def test_hidden_keys_and_if_match_on_a_faithful_store(mounter, stub, tmp_path):
         with open(m.p("ok.txt"), "rb") as f:
             f.read()
     assert ei.value.errno == errno.ESTALE
+
+
+def test_snapshot_fetched_from_the_store(mounter, s3, s3server, snap_bucket, new_bucket, proxy,
+                                         tmp_path):
+    """--snapshot s3://BUCKET/KEY: the snapshot kept as an object (another
+    bucket of the same store) is fetched with GETs, no LIST or HEAD, and the
+    mount serves the same tree and bytes; a missing or foreign object fails
+    the mount with one line naming the URL."""
+    b, objs = snap_bucket
+    out = str(tmp_path / "s.snap")
+    take(mounter, s3server.url, "s3://%s/data/" % b, out)
+    sb = new_bucket("snaps")
+    with open(out, "rb") as f:
+        s3.put_object(Bucket=sb, Key="job/s.snap", Body=f.read())
+    proxy.reset()
+    url = "s3://%s/job/s.snap" % sb
+    m = mounter.mount("s3://%s/data/" % b, args=s3rver_args(proxy.url) + ["--snapshot", url])
+    want, _ = expected_tree([(k, len(v)) for k, v in objs.items()], prefix="data/")
+    problems = diff_trees(want, walk_mount(m.path))
+    assert not problems, "\n".join(problems)
+    assert read_all(m.path, objs, "data/") == []
+    assert lists_and_heads(proxy) == (0, 0)
+    assert proxy.gets("job/s.snap") == 2          # the header, then the rest
+    line = mount_fails(mounter, "s3://%s/data/" % b,
+                       s3rver_args(s3server.url) + ["--snapshot", "s3://%s/job/none" % sb])
+    assert line.startswith("feedfs: cannot fetch the snapshot s3://%s/job/none: " % sb)
+    s3.put_object(Bucket=sb, Key="job/junk", Body=b"x" * 500)
+    line = mount_fails(mounter, "s3://%s/data/" % b,
+                       s3rver_args(s3server.url) + ["--snapshot", "s3://%s/job/junk" % sb])
+    assert line == "feedfs: snapshot s3://%s/job/junk: not a feedfs snapshot" % sb
