@@ -431,7 +431,7 @@ static int open_snapshot(const struct options *o, struct running *r, char *msg,
 	if (strstr(o->snapshot, "://")) {
 		e = fetch_snapshot(o, r, &fetched, msg, msg_len);
 		if (e == 0) {
-			e = snap_open(fetched, &r->snap, msg, msg_len);
+			e = snap_open(fetched, 0, &r->snap, msg, msg_len);
 			unlink(fetched);        /* the mapping keeps it */
 			if (e < 0) {        /* name the URL, not the temporary file */
 				char why[512];
@@ -443,7 +443,7 @@ static int open_snapshot(const struct options *o, struct running *r, char *msg,
 		}
 		free(fetched);
 	} else {
-		e = snap_open(o->snapshot, &r->snap, msg, msg_len);
+		e = snap_open(o->snapshot, 0, &r->snap, msg, msg_len);
 	}
 	if (e < 0)
 		return e;

@@ -80,7 +80,7 @@ static int print_main(const char *path)
 	char msg[PATH_MAX + 256];
 	int r;
 
-	if (snap_open(path, &s, msg, sizeof(msg)) < 0) {
+	if (snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)) < 0) {
 		fprintf(stderr, "feedfs snapshot: %s\n", msg);
 		return 1;
 	}

@@ -77,7 +77,7 @@ static void t_roundtrip(void)
 	unsigned i = 0;
 
 	write_file(path, N_KEYS);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), 0);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), 0);
 	CHECK_EQ_INT(snap_count(s), N_KEYS + 1);
 	CHECK_STR(snap_meta(s)->bucket, "bkt");
 	CHECK_STR(snap_meta(s)->prefix, "train/");
@@ -119,7 +119,7 @@ static void t_find_and_seek(void)
 	struct snap_entry e;
 
 	write_file(path, N_KEYS);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), 0);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), 0);
 	for (unsigned i = 0; i < N_KEYS; i++) {
 		key_of(i, k, sizeof(k));
 		if (snap_find(&c, s, k, strlen(k), &e) != 1 || e.size != (uint64_t)i * 1000003)
@@ -158,7 +158,7 @@ static void t_empty(void)
 	CHECK_EQ_INT(snap_writer_finish(w), 0);
 	snap_writer_free(w);
 	close(fd);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), 0);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), 0);
 	CHECK_EQ_INT(snap_count(s), 0);
 	CHECK_EQ_INT(snap_find(&c, s, "x", 1, &e), 0);
 	snap_seek(&c, s, NULL, 0);
@@ -220,35 +220,35 @@ static void t_damage(void)
 	b = malloc(len);
 
 	put_file(path, orig, len / 2);                          /* truncated */
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), -EBADMSG);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), -EBADMSG);
 	CHECK(strstr(msg, "truncated") != NULL);
 	put_file(path, orig, 100);                              /* inside the header */
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), -EBADMSG);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), -EBADMSG);
 	CHECK(strstr(msg, "truncated") != NULL);
 
 	memcpy(b, orig, len);                                   /* a body byte */
 	b[len / 2] ^= 0x40;
 	put_file(path, b, len);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), -EBADMSG);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), -EBADMSG);
 	CHECK(strstr(msg, "checksum mismatch") != NULL);
 
 	memcpy(b, orig, len);                                   /* a header byte */
 	b[30] ^= 1;
 	put_file(path, b, len);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), -EBADMSG);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), -EBADMSG);
 	CHECK(strstr(msg, "header checksum") != NULL);
 
 	memcpy(b, orig, len);                                   /* another version */
 	b[8] = 7;
 	put_file(path, b, len);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), -EPROTO);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), -EPROTO);
 	CHECK(strstr(msg, "version 7") != NULL);
 
 	put_file(path, "hello world, not a snapshot at all", 34);
-	CHECK_EQ_INT(snap_open(path, &s, msg, sizeof(msg)), -EBADMSG);
+	CHECK_EQ_INT(snap_open(path, SNAP_OPEN_ENTRIES, &s, msg, sizeof(msg)), -EBADMSG);
 	CHECK(strstr(msg, "not a feedfs snapshot") != NULL);
 
-	CHECK_EQ_INT(snap_open("/nonexistent/x.snap", &s, msg, sizeof(msg)), -ENOENT);
+	CHECK_EQ_INT(snap_open("/nonexistent/x.snap", 0, &s, msg, sizeof(msg)), -ENOENT);
 	CHECK(strstr(msg, "/nonexistent/x.snap") != NULL);
 
 	/* Without the CRCs (the fuzzer's way), every single-byte change after
@@ -257,7 +257,8 @@ static void t_damage(void)
 	for (size_t i = 128; i < len; i += 7) {
 		memcpy(b, orig, len);
 		b[i] ^= 0xff;
-		if (snap_open_mem(b, len, 0, &s, msg, sizeof(msg)) == 0) {
+		if (snap_open_mem(b, len, SNAP_OPEN_NO_CRC | (i % 2 ? SNAP_OPEN_ENTRIES : 0), &s, msg,
+				  sizeof(msg)) == 0) {
 			struct snap_cursor c;
 			struct snap_entry e;
 
