@@ -56,6 +56,7 @@
 #include "feedfs/promote.h"
 #include "feedfs/s3.h"
 #include "feedfs/snap.h"
+#include "feedfs/sources.h"
 #include "feedfs/stack.h"
 #include "feedfs/stats.h"
 #include "feedfs/util.h"
@@ -145,7 +146,20 @@ static char *mount_options(const struct options *o)
 	return s;
 }
 
+/* One source of --sources: what start_s3 made for it, and its read path. */
+struct source_run {
+	struct creds_chain *creds;
+	struct s3_client *s3;
+	struct snap *snap;
+	struct stack stack;             /* s3 -> across-file readahead (no cache) */
+	struct rd_config rd;
+	struct fs_source fsrc;          /* what the fs gets */
+};
+
 struct running {
+	struct source_spec *specs;      /* --sources: n_src of them; else NULL */
+	struct source_run *srcs;
+	size_t n_src;
 	struct creds_chain *creds;
 	struct s3_client *s3;
 	struct stack stack;             /* the read path's fetchers: cache, attach, ahead */
@@ -189,10 +203,50 @@ static void unmount_taken_over(struct running *r)
 
 /* The connection is gone (fs_session_on_end): requests of ours waiting on
  * the store are answered to no one; end them instead of their retries. */
-static void session_ended(void *s3)
+static void quiesce_all(struct running *r);
+
+static void session_ended(void *r)
 {
 	log_info(TAG, "the mount is gone: requests still out to the store are ended");
-	s3_client_quiesce(s3);
+	quiesce_all(r);
+}
+
+/* Every client of the mount: no more requests (s3_client_quiesce). */
+static void quiesce_all(struct running *r)
+{
+	if (!r->srcs) {
+		if (r->s3)
+			s3_client_quiesce(r->s3);
+		return;
+	}
+	for (size_t i = 0; i < r->n_src; i++)
+		if (r->srcs[i].s3)
+			s3_client_quiesce(r->srcs[i].s3);
+}
+
+/* --sources: each source's read path, client, snapshot and credentials, in
+ * the order teardown() frees a single source's. */
+static void sources_teardown(struct running *r)
+{
+	if (!r->srcs)
+		return;
+	for (size_t i = 0; i < r->n_src; i++) {
+		struct source_run *s = &r->srcs[i];
+
+		stack_destroy(&s->stack);
+		snap_close(s->snap);
+		if (s->s3)
+			s3_client_destroy(s->s3);
+		if (s->creds)
+			creds_chain_destroy(s->creds);
+	}
+	free(r->srcs);
+	r->srcs = NULL;
+	r->s3 = NULL;
+	r->creds = NULL;
+	r->snap = NULL;
+	sources_free(r->specs, r->n_src);
+	r->specs = NULL;
 }
 
 static void teardown(struct running *r)
@@ -208,7 +262,7 @@ static void teardown(struct running *r)
 	 * (readahead GETs backing off against a store that went away would
 	 * otherwise keep the process up for their last retry, a minute). */
 	if (r->mounted)
-		s3_client_quiesce(r->s3);
+		quiesce_all(r);
 	/* Warming fetches through the cache, the cache through s3: stop them in
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
@@ -228,6 +282,7 @@ static void teardown(struct running *r)
 		fs_destroy(r->fs);
 	snap_close(r->snap);                /* after the fs, its reader */
 	promote_destroy(r->promote);        /* after the fs (its user), before the cache */
+	sources_teardown(r);                /* after the fs; r->s3 was source 0's */
 	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
 	if (r->s3)
 		s3_client_destroy(r->s3);
@@ -531,10 +586,98 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 	return 0;
 }
 
+/*
+ * --sources: each source's store, checked as a single mount's (start_s3:
+ * credentials, client, LIST or snapshot check), in file order; the first
+ * failure is the line, naming the source and its line. r->s3 is source 0's
+ * (the counters and the control socket's view); the mount is labelled
+ * "sources" where a bucket would be named.
+ */
+static int start_sources(struct options *o, struct running *r, char *msg, size_t msg_len)
+{
+	char why[PATH_MAX + 512];
+	int e;
+
+	e = sources_load(o->sources, o, &r->specs, &r->n_src, msg, msg_len);
+	if (e < 0)
+		return e;
+	r->srcs = calloc(r->n_src, sizeof(*r->srcs));
+	if (!r->srcs)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n_src; i++) {
+		struct source_spec *sp = &r->specs[i];
+		struct running one;
+
+		memset(&one, 0, sizeof(one));
+		why[0] = '\0';
+		/* For its log line: where it shows (cut if the path is that long). */
+		if ((size_t)snprintf(sp->o.mount_abs, sizeof(sp->o.mount_abs), "%.*s/%s",
+				     PATH_MAX - 258, o->mount_abs, sp->name) >= sizeof(sp->o.mount_abs))
+			sp->o.mount_abs[0] = '\0';
+		sp->o.dry_run = o->dry_run;
+		e = start_s3(&sp->o, &one, why, sizeof(why));
+		r->srcs[i].creds = one.creds;
+		r->srcs[i].s3 = one.s3;
+		r->srcs[i].snap = one.snap;
+		if (e < 0) {
+			snprintf(msg, msg_len, "source %s (%s:%d): %s", sp->name, o->sources, sp->line,
+				 why[0] ? why : strerror(-e));
+			return e;
+		}
+	}
+	r->s3 = r->srcs[0].s3;
+	free(o->bucket);
+	free(o->prefix);
+	o->bucket = xstrdup("sources");
+	o->prefix = xstrdup("");
+	return 0;
+}
+
+/* --sources: a read path per source, all in one budget (no block cache). */
+static int sources_read_path(const struct options *o, struct running *r, uint64_t ra_budget,
+			     long ncpu, char *msg, size_t msg_len)
+{
+	for (size_t i = 0; i < r->n_src; i++) {
+		struct source_run *s = &r->srcs[i];
+		struct stack_config scfg;
+		int e;
+
+		memset(&scfg, 0, sizeof(scfg));
+		scfg.s3 = s->s3;
+		scfg.budget = r->budget;
+		scfg.part_size = o->part_size;
+		e = stack_build(&scfg, &s->stack, msg, msg_len);
+		if (e < 0)
+			return e;
+		s->rd = s->stack.rd;
+		s->rd.budget = r->budget;
+		s->rd.part_size = o->part_size;
+		rd_config_set_caps(&s->rd, ncpu, ra_budget);
+		s->fsrc = (struct fs_source){ .name = r->specs[i].name,
+					      .prefix = r->specs[i].o.prefix, .s3 = s->s3,
+					      .snap = s->snap, .rd = &s->rd };
+	}
+	return 0;
+}
+
 /* --dry-run: everything a mount checks before touching the mount point. */
 static void dry_run_report(const struct options *o, struct running *r)
 {
 	char cdesc[512];
+
+	if (r->srcs) {
+		for (size_t i = 0; i < r->n_src; i++) {
+			const struct options *so = &r->specs[i].o;
+
+			creds_chain_describe(r->srcs[i].creds, cdesc, sizeof(cdesc));
+			printf("ok: source %s: bucket '%s' prefix '%s' at %s (region %s) is "
+			       "readable; credentials %s\n", r->specs[i].name, so->bucket, so->prefix,
+			       s3_client_endpoint(r->srcs[i].s3), s3_client_region(r->srcs[i].s3),
+			       cdesc);
+		}
+		fflush(stdout);
+		return;
+	}
 
 	creds_chain_describe(r->creds, cdesc, sizeof(cdesc));
 	printf("ok: bucket '%s' prefix '%s' at %s (region %s) is readable; "
@@ -632,6 +775,15 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	if (e < 0) {
 		snprintf(msg, msg_len, "memory budget: %s", strerror(-e));
 		return e;
+	}
+	if (r->srcs) {
+		e = sources_read_path(o, r, ra_budget, ncpu, msg, msg_len);
+		if (e < 0)
+			return e;
+		*rcfg = r->srcs[0].rd;
+		log_info(TAG, "%zu sources, readahead budget %llu MiB", r->n_src,
+			 (unsigned long long)(ra_budget / MIB));
+		return 0;
 	}
 	if (o->cache_dir) {
 		memset(&ccfg, 0, sizeof(ccfg));
@@ -747,7 +899,23 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.metadata_max_bytes = metadata_share(o);
 	fopts.ahead = r->stack.ahead;
 	fopts.snap = r->snap;
-	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+	if (r->srcs) {
+		struct fs_source *fs_srcs = calloc(r->n_src, sizeof(*fs_srcs));
+
+		if (!fs_srcs) {
+			snprintf(msg, msg_len, "out of memory");
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < r->n_src; i++)
+			fs_srcs[i] = r->srcs[i].fsrc;
+		fopts.sources = fs_srcs;
+		fopts.n_sources = r->n_src;
+		fopts.ahead = NULL;         /* per source, inside each read path */
+		mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+		free(fs_srcs);              /* fs_new copied what it keeps */
+	} else {
+		mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+	}
 	if (mopts && ((r->keep && fs_set_keep(r->fs, r->keep) < 0) || gpu_new(&r->gpu) < 0)) {
 		free(mopts);
 		mopts = NULL;
@@ -887,7 +1055,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 			return -EIO;
 		}
 		r->mounted = 2;
-		fs_session_on_end(session_ended, r->s3);
+		fs_session_on_end(session_ended, r);
 		(void)fs_session_parallel_dirops(r->se);  /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
@@ -899,7 +1067,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
-	fs_session_on_end(session_ended, r->s3);
+	fs_session_on_end(session_ended, r);
 	fs_uring_want(o->fuse_uring, r->keep != NULL);  /* before the seam: INIT asks */
 	(void)fs_session_parallel_dirops(r->se);  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
@@ -968,7 +1136,8 @@ int daemon_run(struct options *o, int notify_fd, const struct keep_env *ke)
 			snprintf(msg, sizeof(msg), "keeper state: %s", strerror(-e));
 	}
 	if (e == 0)
-		e = start_s3(o, &r, msg, sizeof(msg));
+		e = o->sources ? start_sources(o, &r, msg, sizeof(msg))
+			       : start_s3(o, &r, msg, sizeof(msg));
 	if (e == 0 && o->dry_run) {
 		dry_run_report(o, &r);
 		teardown(&r);

@@ -167,6 +167,26 @@ static int set_snapshot(struct options *o, const char *arg, char *msg, size_t ms
 	return o->snapshot ? 0 : -ENOMEM;
 }
 
+static int set_sources(struct options *o, const char *arg, char *msg, size_t msg_len)
+{
+	char *cwd;
+
+	if (!arg[0])
+		return bad(msg, msg_len, "--sources: empty path");
+	free(o->sources);
+	o->sources = NULL;
+	if (arg[0] == '/') {
+		o->sources = strdup(arg);
+	} else {
+		cwd = realpath(".", NULL);
+		if (!cwd)
+			return bad(msg, msg_len, "--sources: cannot resolve '%s'", arg);
+		o->sources = xasprintf("%s/%s", cwd, arg);
+		free(cwd);
+	}
+	return o->sources ? 0 : -ENOMEM;
+}
+
 static int set_profile(struct options *o, const char *arg, char *msg, size_t msg_len)
 {
 	if (!arg[0])
@@ -260,6 +280,12 @@ static const struct opt_spec opt_specs[] = {
 		  "FILE may be s3://BUCKET/KEY on the source's store:\n"
 		  "fetched at mount (GETs of 64MiB) into --cache-dir or\n"
 		  "$TMPDIR, mapped, and unlinked" },
+	{ .name = "sources", .metavar = "FILE", .kind = OPT_FN, .handler = set_sources,
+	  .help = "several sources in one tree: FILE holds one a line,\n"
+		  "NAME URL [key=value,...] (keys: endpoint_url, region,\n"
+		  "profile, force_path_style, no_sign_request, list_v1,\n"
+		  "internal, ca_bundle, no_verify_ssl, snapshot); each is\n"
+		  "the directory NAME; no SOURCE argument then" },
 	{ .name = "part-size", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(part_size),
 	  .help = "bytes per ranged GET, 1MiB..256MiB (default 8MiB)" },
 	{ .name = "max-memory", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(max_memory),
@@ -406,6 +432,7 @@ static const char help_head[] =
 "    feedfs [OPTIONS] oss://BUCKET[/PREFIX/] MOUNTPOINT    (Aliyun OSS)\n"
 "    feedfs [OPTIONS] gs://BUCKET[/PREFIX/] MOUNTPOINT     (GCS, HMAC keys)\n"
 "    feedfs --snapshot FILE [OPTIONS] SOURCE MOUNTPOINT\n"
+"    feedfs --sources FILE [OPTIONS] MOUNTPOINT            (several, one directory each)\n"
 "    feedfs --dry-run [OPTIONS] SOURCE\n"
 "    feedfs --print-credentials-source [--profile NAME]\n"
 "    feedfs warm [--jobs N] MOUNTPOINT/PATH...\n"
@@ -707,6 +734,18 @@ static int parse_positional(int argc, char **argv, int first, struct options *o,
 	if (!o->region && creds_profile_region(o->profile, o->profile_region,
 					       sizeof(o->profile_region)))
 		o->region = o->profile_region;
+	if (o->sources) {
+		if (o->snapshot)
+			return bad(msg, msg_len, "--snapshot goes in the sources file with --sources "
+				   "(snapshot=FILE on a source's line)");
+		if (o->cache_dir)
+			return bad(msg, msg_len, "--cache-dir with --sources is not supported yet");
+		if (nargs != (o->dry_run ? 0 : 1))
+			return bad(msg, msg_len, o->dry_run ? "--dry-run --sources FILE takes no "
+				   "argument" : "--sources FILE takes one argument: MOUNTPOINT");
+		o->mountpoint = nargs ? argv[first] : NULL;
+		return check_combined(o, msg, msg_len);
+	}
 	if (nargs > 2)
 		return bad(msg, msg_len, "unexpected argument '%s'", argv[first + 2]);
 	if (o->print_creds)     /* needs no source; one may be given (its scheme is not used) */
@@ -730,6 +769,29 @@ static int getopt_error(int c, char **argv, char *msg, size_t msg_len)
 	if (optopt && optopt < 256)
 		return bad(msg, msg_len, "unknown option '-%c'", optopt);
 	return bad(msg, msg_len, "unknown option '%s'", argv[optind - 1]);
+}
+
+int options_set(struct options *o, const char *long_name, const char *value, char *msg,
+		size_t msg_len)
+{
+	for (size_t i = 0; i < N_SPECS; i++) {
+		const struct opt_spec *s = &opt_specs[i];
+
+		if (strcmp(s->name, long_name) != 0)
+			continue;
+		if (!s->metavar != !value)
+			return bad(msg, msg_len, s->metavar ? "%s needs a value" : "%s takes no value",
+				   long_name);
+		return apply(s, value, o, msg, msg_len);
+	}
+	return -ENOENT;
+}
+
+int options_set_source(struct options *o, const char *url, char *msg, size_t msg_len)
+{
+	int e = parse_source(url, o, msg, msg_len);
+
+	return e < 0 ? e : check_combined(o, msg, msg_len);
 }
 
 int options_parse(int argc, char **argv, struct options *o, char *msg, size_t msg_len)
@@ -780,5 +842,7 @@ void options_free(struct options *o)
 	free(o->cache_dir);
 	free(o->metrics_host);
 	free(o->snapshot);
+	free(o->sources);
 	o->bucket = o->prefix = o->cache_dir = o->metrics_host = o->snapshot = NULL;
+	o->sources = NULL;
 }

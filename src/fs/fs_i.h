@@ -138,8 +138,23 @@ struct fs_file {
 	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
 };
 
+/* One source as the fs holds it (source.c). */
+struct fs_src {
+	const char *name;               /* NULL: the only source, the whole tree */
+	size_t name_len;
+	char *prefix;                   /* owned */
+	size_t prefix_len;
+	struct s3_client *s3;
+	const struct snap *snap;
+	struct rd_config rd;
+};
+
 struct fs {
 	struct fs_options opts;
+	struct fs_src *src;             /* set once at start (source.c) */
+	size_t n_src;
+	int multi;                      /* several sources: the root lists their names */
+	struct fs_listing *root_listing; /* multi: the root, complete, for good */
 	struct fuse_session *se;        /* for attribute invalidations; set once at start */
 	fs_opened_fn opened;            /* set once at start (fs_set_opened) */
 	void *opened_arg;
@@ -308,6 +323,21 @@ void fs_list_ahead_locked(struct fs *fs, const char *dir, size_t dlen,
 			  const struct fs_listing *pl, long i);
 int fs_list_ahead_start(struct fs *fs);
 void fs_list_ahead_stop(struct fs *fs);
+
+/* ---- source.c: the source a path belongs to (its DESIGN) ---- */
+/* The source of mount-relative path and the path inside it (*rel points into
+ * path); NULL for the root of a tree of several and for a name that is no
+ * source. No lock needed: sources are set once at start. */
+const struct fs_src *fs_src_of(const struct fs *fs, const char *path, size_t len,
+			       const char **rel, size_t *rel_len);
+/* That source's snapshot (NULL: listed, or no source), client, read path. */
+const struct snap *fs_path_snap(const struct fs *fs, const char *path, size_t len);
+struct s3_client *fs_path_s3(const struct fs *fs, const char *path, size_t len);
+const struct rd_config *fs_path_rd(const struct fs *fs, const char *path, size_t len);
+/* fs_new / fs_destroy: the sources from opts (one: prefix, s3, rd, snap). */
+int fs_src_init(struct fs *fs, const struct fs_options *opts, struct s3_client *s3,
+		const struct rd_config *rd);
+void fs_src_cleanup(struct fs *fs);
 
 /* ---- snapview.c: a mount from a snapshot (fs->opts.snap; its DESIGN) ---- */
 /* The listing of directory path built from the snapshot and installed in the

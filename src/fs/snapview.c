@@ -82,18 +82,23 @@ static void add_entry(struct fs *fs, struct fs_listing *l, struct snap_cursor *c
 struct fs_listing *fs_snap_listing_locked(struct fs *fs, const char *path, size_t len,
 					  int64_t now_ms)
 {
-	const struct snap *s = fs->opts.snap;
+	const char *rel;
+	size_t rel_len;
+	const struct fs_src *src = fs_src_of(fs, path, len, &rel, &rel_len);
+	const struct snap *s = src ? src->snap : NULL;
 	struct snap_cursor c;
 	struct snap_entry e;
 	struct fs_listing *l;
 	char dp[SNAP_KEY_MAX + 2];
-	size_t dp_len = len;
+	size_t dp_len = rel_len;
 	int r;
 
-	if (len + 1 > SNAP_KEY_MAX)
+	/* Keys in the snapshot are relative to its source's prefix: the
+	 * directory's run starts at its path inside the source, plus '/'. */
+	if (!s || rel_len + 1 > SNAP_KEY_MAX)
 		return NULL;
-	memcpy(dp, path, len);
-	if (len)
+	memcpy(dp, rel, rel_len);
+	if (rel_len)
 		dp[dp_len++] = '/';
 	dp[dp_len] = '\0';
 	l = fs_listing_new(now_ms);
@@ -130,10 +135,13 @@ int fs_snap_node_attrs_locked(struct fs *fs, struct fs_node *n, int64_t now_ms)
 	struct snap_cursor c;
 	struct snap_entry e;
 	struct s3_object o;
+	const char *rel;
+	size_t rel_len;
+	const struct fs_src *src = fs_src_of(fs, n->path, n->path_len, &rel, &rel_len);
 
 	if (n->is_dir)
 		return 0;
-	if (!snap_find(&c, fs->opts.snap, n->path, n->path_len, &e))
+	if (!src || !src->snap || !snap_find(&c, src->snap, rel, rel_len, &e))
 		return -ENOENT;
 	memset(&o, 0, sizeof(o));
 	o.size = e.size;

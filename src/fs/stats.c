@@ -119,6 +119,8 @@ void fs_stats_init(struct fs *fs)
 		.h = &fs->hist[FS_HIST_WAIT],
 	};
 	fs->rd.read_wait = &fs->hist[FS_HIST_WAIT];
+	for (size_t i = 0; i < fs->n_src; i++)
+		fs->src[i].rd.read_wait = &fs->hist[FS_HIST_WAIT];
 }
 
 const struct stats_hist_desc *fs_hists(struct fs *fs, size_t *n)

@@ -120,6 +120,7 @@ static const struct accept_case {
 	{ "-d b /m", AT(foreground), F_INT, NULL, 1 },
 	{ "--cache-dir /var/cache/f b /m", AT(cache_dir), F_STR, "/var/cache/f", 0 },
 	{ "--snapshot /s/d.snap b /m", AT(snapshot), F_STR, "/s/d.snap", 0 },
+	{ "--sources /s/list /m", AT(sources), F_STR, "/s/list", 0 },
 	{ "--snapshot s3://sb/k/d.snap b /m", AT(snapshot), F_STR, "s3://sb/k/d.snap", 0 },
 	{ "--cache-dir /c --cache-size 2G b /m", AT(cache_size), F_U64, NULL, 2048 * MIB },
 	{ "--block-size 8M b /m", AT(block_size), F_U64, NULL, 8 * MIB },
@@ -195,6 +196,10 @@ static const struct reject_case {
 	{ "--snapshot s3://b/d.snap --region r oss://b /m", "--snapshot: 's3://b/d.snap' must be "
 	  "on the source's store (the same scheme)" },
 	{ "--snapshot <empty> b /m", "--snapshot: empty path" },
+	{ "--sources /s b /m", "--sources FILE takes one argument: MOUNTPOINT" },
+	{ "--sources /s --snapshot /x /m", "--snapshot goes in the sources file with --sources "
+	  "(snapshot=FILE on a source's line)" },
+	{ "--sources /s --cache-dir /c /m", "--cache-dir with --sources is not supported yet" },
 	{ "--cache-size 1Q b /m", "--cache-size: '1Q' is not a size (e.g. 8M, 512K, 1G)" },
 	{ "--metadata-ttl -1 b /m", "--metadata-ttl: '-1' is not a number of seconds" },
 	{ "--negative-ttl 1s b /m", "--negative-ttl: '1s' is not a number of seconds" },

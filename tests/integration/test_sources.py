@@ -1,0 +1,117 @@
+"""Several sources in one tree (issue 34): `feedfs --sources FILE MOUNTPOINT`,
+each source the top-level directory of its name, on different servers, listed
+or from a snapshot; a bad sources file or a bad source mounts nothing."""
+
+import os
+
+import pytest
+
+from conftest import content_for, put_many, sha256
+from fsmodel import diff_trees, expected_tree, walk_mount
+from mounter import s3rver_args
+
+
+def objs_for(stem, n_dirs=3, n_files=15):
+    out = {}
+    for d in range(n_dirs):
+        for f in range(n_files):
+            k = "%s/d%d/f%02d.bin" % (stem, d, f)
+            out[k] = content_for(k, 100 + (d * 997 + f * 131) % 9000)
+    return out
+
+
+def write(tmp_path, name, text):
+    p = str(tmp_path / name)
+    with open(p, "w") as f:
+        f.write(text)
+    return p
+
+
+def check_source(mnt, name, objs, prefix):
+    want, _ = expected_tree([(k, len(v)) for k, v in objs.items()], prefix=prefix)
+    got = walk_mount(os.path.join(mnt, name))
+    problems = diff_trees(want, got)
+    assert not problems, "\n".join(problems)
+    for k, v in objs.items():
+        if k.startswith(prefix):
+            with open(os.path.join(mnt, name, k[len(prefix):]), "rb") as f:
+                assert sha256(f.read()) == sha256(v), k
+
+
+@pytest.fixture
+def two_servers(s3, new_bucket, stub):
+    """Bucket A on s3rver (train/ and other/), bucket B on the stub."""
+    a = new_bucket("srca")
+    objs_a = objs_for("train")
+    objs_a.update(objs_for("other", 1, 3))
+    put_many(s3, a, sorted(objs_a.items()))
+    stub.create_bucket("srcb")
+    objs_b = objs_for("val", 2, 10)
+    for k, v in objs_b.items():
+        stub.put("srcb", k, v)
+    return a, objs_a, objs_b
+
+
+def test_two_servers_and_a_snapshot_in_one_tree(mounter, s3server, stub, two_servers, tmp_path):
+    """train (s3rver, listed), val (the stub, listed), frozen (s3rver, from a
+    snapshot): ls shows exactly the three names, every byte is right, and the
+    snapshot source sends no LIST after the mount."""
+    a, objs_a, objs_b = two_servers
+    snap = str(tmp_path / "train.snap")
+    cp = mounter.run(["snapshot", "s3://%s/train/" % a, snap] + s3rver_args(s3server.url))
+    assert cp.returncode == 0, cp.stderr
+    ep_a = "endpoint_url=%s,force_path_style,region=us-east-1" % s3server.url
+    ep_b = "endpoint_url=%s,force_path_style" % stub.url
+    f = write(tmp_path, "sources", "# two servers, three sources\n"
+              "train  s3://%s/train/  %s\n"
+              "\n"
+              "val\ts3://srcb/val/\t%s\n"
+              "frozen s3://%s/train/  %s,snapshot=%s\n" % (a, ep_a, ep_b, a, ep_a, snap))
+    m = mounter.mount("--sources=" + f)
+    assert sorted(os.listdir(m.path)) == ["frozen", "train", "val"]
+    check_source(m.path, "train", objs_a, "train/")
+    check_source(m.path, "val", objs_b, "val/")
+    stub.reset_counts()
+    check_source(m.path, "frozen", objs_a, "train/")
+    assert not os.path.exists(m.p("other"))
+    with pytest.raises(FileNotFoundError):
+        os.stat(m.p("nosuch/x"))
+    assert stub.counts.get("list", 0) == 0       # nothing of frozen went to the stub
+
+
+def mount_fails(mounter, sources_file):
+    cp = mounter.mount("--sources=" + sources_file, ok=False, text=True)
+    assert cp.returncode == 1, (cp.returncode, cp.stderr)
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1, cp.stderr
+    return lines[0]
+
+
+def test_bad_sources_files(mounter, s3server, two_servers, tmp_path):
+    """Each mistake is one line naming the file and line; nothing mounts."""
+    a, _, _ = two_servers
+    ep = "endpoint_url=%s,force_path_style,region=us-east-1" % s3server.url
+    good = "x s3://%s/train/ %s\n" % (a, ep)
+    cases = [
+        (good + "x s3://%s/ %s\n" % (a, ep), ":2: duplicate name 'x' (line 1)"),
+        ("a/b s3://%s/ %s\n" % (a, ep), ":1: 'a/b' is not a valid name"),
+        (".. s3://%s/ %s\n" % (a, ep), ":1: '..' is not a valid name"),
+        (good + "# c\ny s3://%s/ %s,colour=blue\n" % (a, ep), ":3: unknown key 'colour'"),
+        (good + "z\n", ":2: no URL for 'z'"),
+        ("y s3://%s/ %s,max_memory=1G\n" % (a, ep), ":1: unknown key 'max-memory'"),
+        ("y ftp://%s/ %s\n" % (a, ep), ":1: 'ftp://%s/': the source is s3://" % a),
+        ("# nothing\n\n", ": no sources"),
+    ]
+    for i, (text, want) in enumerate(cases):
+        f = write(tmp_path, "s%d" % i, text)
+        line = mount_fails(mounter, f)
+        assert line.startswith("feedfs: " + f) and want in line, (text, line)
+
+
+def test_a_failing_source_names_itself(mounter, s3server, stub, two_servers, tmp_path):
+    a, _, _ = two_servers
+    ep = "endpoint_url=%s,force_path_style,region=us-east-1" % s3server.url
+    f = write(tmp_path, "s", "ok s3://%s/train/ %s\nbad s3://no-such-bucket-34/ %s\n" % (a, ep, ep))
+    line = mount_fails(mounter, f)
+    assert line.startswith("feedfs: source bad (%s:2): " % f), line
+    assert "no-such-bucket-34" in line
