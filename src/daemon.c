@@ -228,9 +228,7 @@ static void quiesce_all(struct running *r)
  * the order teardown() frees a single source's. */
 static void sources_teardown(struct running *r)
 {
-	if (!r->srcs)
-		return;
-	for (size_t i = 0; i < r->n_src; i++) {
+	for (size_t i = 0; r->srcs && i < r->n_src; i++) {
 		struct source_run *s = &r->srcs[i];
 
 		stack_destroy(&s->stack);
@@ -240,11 +238,13 @@ static void sources_teardown(struct running *r)
 		if (s->creds)
 			creds_chain_destroy(s->creds);
 	}
+	if (r->srcs) {
+		r->s3 = NULL;       /* source 0's, destroyed above */
+		r->creds = NULL;
+		r->snap = NULL;
+	}
 	free(r->srcs);
 	r->srcs = NULL;
-	r->s3 = NULL;
-	r->creds = NULL;
-	r->snap = NULL;
 	sources_free(r->specs, r->n_src);
 	r->specs = NULL;
 }
