@@ -13,6 +13,9 @@ from counting_proxy import CountingProxy
 from fsmodel import diff_trees, expected_tree, walk_mount
 from mounter import s3rver_args
 
+# What a read of an object deleted since the snapshot answers (S3: 404 NoSuchKey).
+DELETED_ERRNO = errno.ENOENT
+
 
 @pytest.fixture
 def proxy(s3server):
@@ -139,12 +142,19 @@ def test_changed_object_is_estale_new_one_absent(mounter, s3, s3server, snap_buc
     take(mounter, s3server.url, "s3://%s/data/" % b, out)
     s3.put_object(Bucket=b, Key="data/d01/f005.bin", Body=b"replaced " * 100)
     s3.put_object(Bucket=b, Key="data/d01/added.bin", Body=b"new")
+    s3.delete_object(Bucket=b, Key="data/d02/f007.bin")
     m = mounter.mount("s3://%s/data/" % b, args=s3rver_args(s3server.url) + ["--snapshot", out])
     assert os.path.getsize(m.p("d01/f005.bin")) == len(objs["data/d01/f005.bin"])
     with pytest.raises(OSError) as ei:
         with open(m.p("d01/f005.bin"), "rb") as f:
             f.read()
     assert ei.value.errno == errno.ESTALE
+    # deleted since: still listed (the snapshot's), its read fails as S3's 404 does
+    assert os.path.getsize(m.p("d02/f007.bin")) == len(objs["data/d02/f007.bin"])
+    with pytest.raises(OSError) as ei:
+        with open(m.p("d02/f007.bin"), "rb") as f:
+            f.read()
+    assert ei.value.errno == DELETED_ERRNO, ei.value
     assert not os.path.exists(m.p("d01/added.bin"))
     assert "added.bin" not in os.listdir(m.p("d01"))
     with open(m.p("d01/f006.bin"), "rb") as f:
