@@ -595,7 +595,7 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
  */
 static int start_sources(struct options *o, struct running *r, char *msg, size_t msg_len)
 {
-	char why[PATH_MAX + 512];
+	char why[1024];
 	int e;
 
 	e = sources_load(o->sources, o, &r->specs, &r->n_src, msg, msg_len);
@@ -620,8 +620,8 @@ static int start_sources(struct options *o, struct running *r, char *msg, size_t
 		r->srcs[i].s3 = one.s3;
 		r->srcs[i].snap = one.snap;
 		if (e < 0) {
-			snprintf(msg, msg_len, "source %s (%s:%d): %s", sp->name, o->sources, sp->line,
-				 why[0] ? why : strerror(-e));
+			snprintf(msg, msg_len, "source %s (%.*s:%d): %s", sp->name, 1024, o->sources,
+				 sp->line, why[0] ? why : strerror(-e));
 			return e;
 		}
 	}

@@ -91,6 +91,7 @@ def test_print_lists_the_bucket(mounter, s3, s3server, snap_bucket, tmp_path):
     assert not any(k.startswith("other/") for k, _, _ in got)
 
 
+@pytest.mark.san
 def test_mount_from_snapshot_no_list_no_head(mounter, s3server, snap_bucket, proxy, tmp_path):
     """The tree equals the model of the listing, every byte equals what was
     uploaded, and the store saw no LIST and no HEAD from the mount."""
@@ -134,6 +135,7 @@ def test_edge_bucket_tree_from_snapshot(mounter, s3server, edge, edge_sha, tmp_p
     assert os.path.getsize(m.p(BIG_KEY)) == 300 * 1024 * 1024
 
 
+@pytest.mark.san
 def test_changed_object_is_estale_new_one_absent(mounter, s3, s3server, snap_bucket, tmp_path):
     """After the snapshot: a replaced object answers ESTALE (never the new
     bytes), an added one does not exist, the others read as before."""
@@ -169,6 +171,7 @@ def mount_fails(mounter, source, args):
     return lines[0]
 
 
+@pytest.mark.san
 def test_bad_snapshots_mount_nothing(mounter, s3, s3server, snap_bucket, new_bucket, tmp_path):
     """Truncated, corrupted, another version, another bucket or prefix: one
     line saying which, exit 1, nothing mounted."""

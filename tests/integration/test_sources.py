@@ -3,12 +3,14 @@ each source the top-level directory of its name, on different servers, listed
 or from a snapshot; a bad sources file or a bad source mounts nothing."""
 
 import os
+import signal
+import time
 
 import pytest
 
 from conftest import content_for, put_many, sha256
 from fsmodel import diff_trees, expected_tree, walk_mount
-from mounter import s3rver_args
+from mounter import feedfs_stats, s3rver_args
 
 
 def objs_for(stem, n_dirs=3, n_files=15):
@@ -52,6 +54,7 @@ def two_servers(s3, new_bucket, stub):
     return a, objs_a, objs_b
 
 
+@pytest.mark.san
 def test_two_servers_and_a_snapshot_in_one_tree(mounter, s3server, stub, two_servers, tmp_path):
     """train (s3rver, listed), val (the stub, listed), frozen (s3rver, from a
     snapshot): ls shows exactly the three names, every byte is right, and the
@@ -115,3 +118,34 @@ def test_a_failing_source_names_itself(mounter, s3server, stub, two_servers, tmp
     line = mount_fails(mounter, f)
     assert line.startswith("feedfs: source bad (%s:2): " % f), line
     assert "no-such-bucket-34" in line
+
+
+def test_restart_survival_across_sources(mounter, s3server, stub, two_servers, tmp_path):
+    """kill -9 of the server: the successor re-reads the sources file and
+    serves both sources; a file open on each before the kill reads on."""
+    a, objs_a, objs_b = two_servers
+    f = write(tmp_path, "s", "train s3://%s/train/ endpoint_url=%s,force_path_style,"
+              "region=us-east-1\nval s3://srcb/val/ endpoint_url=%s,force_path_style\n"
+              % (a, s3server.url, stub.url))
+    m = mounter.mount("--sources=" + f)
+    fa = open(m.p("train/d1/f03.bin"), "rb")
+    fb = open(m.p("val/d0/f07.bin"), "rb")
+    try:
+        pid = feedfs_stats(m)["pid"]
+        os.kill(pid, signal.SIGKILL)
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            try:
+                if feedfs_stats(m)["takeovers"] >= 1:
+                    break
+            except AssertionError:
+                pass                                # between servers
+            time.sleep(0.1)
+        assert feedfs_stats(m)["takeovers"] == 1
+        assert fa.read() == objs_a["train/d1/f03.bin"]
+        assert fb.read() == objs_b["val/d0/f07.bin"]
+        assert sorted(os.listdir(m.path)) == ["train", "val"]
+        check_source(m.path, "val", objs_b, "val/")
+    finally:
+        fa.close()
+        fb.close()
