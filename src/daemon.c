@@ -160,6 +160,7 @@ struct running {
 	struct source_spec *specs;      /* --sources: n_src of them; else NULL */
 	struct source_run *srcs;
 	size_t n_src;
+	struct stats_group s3_sum;      /* --sources: the s3 group summed over them */
 	struct creds_chain *creds;
 	struct s3_client *s3;
 	struct stack stack;             /* the read path's fetchers: cache, attach, ahead */
@@ -972,6 +973,37 @@ static int start_session(const struct options *o, struct running *r,
 	return 0;
 }
 
+/* stats_group snapshot of r->s3_sum: every source's s3 counters added up
+ * (struct s3_stats is all uint64_t). */
+static void s3_sum_snapshot(void *obj, void *out)
+{
+	const struct running *r = obj;
+	uint64_t one[sizeof(struct s3_stats) / sizeof(uint64_t)], *sum = out;
+
+	BUG_ON(s3_stats_group.snapshot_size != sizeof(one));
+	memset(out, 0, sizeof(one));
+	for (size_t i = 0; i < r->n_src; i++) {
+		s3_stats_group.snapshot(r->srcs[i].s3, one);
+		for (size_t j = 0; j < sizeof(one) / sizeof(one[0]); j++)
+			sum[j] += one[j];
+	}
+}
+
+/* The s3 counters: the client's; with --sources their sum as "s3" and each
+ * source's under its name (stats_reg_group_source). */
+static void register_s3_stats(struct running *r)
+{
+	if (!r->srcs) {
+		stats_reg_group(&r->reg, &s3_stats_group, r->s3);
+		return;
+	}
+	r->s3_sum = s3_stats_group;
+	r->s3_sum.snapshot = s3_sum_snapshot;
+	stats_reg_group(&r->reg, &r->s3_sum, r);
+	for (size_t i = 0; i < r->n_src; i++)
+		stats_reg_group_source(&r->reg, &s3_stats_group, r->srcs[i].s3, r->specs[i].name);
+}
+
 /* What the renderings read: every module built, and the mount itself. */
 static void register_stats(const struct options *o, struct running *r)
 {
@@ -979,7 +1011,7 @@ static void register_stats(const struct options *o, struct running *r)
 	size_t n;
 
 	stats_reg_group(&r->reg, &fs_stats_group, r->fs);
-	stats_reg_group(&r->reg, &s3_stats_group, r->s3);
+	register_s3_stats(r);
 	stats_reg_group(&r->reg, &cache_stats_group, r->stack.cache);
 	stats_reg_group(&r->reg, &promote_stats_group, r->promote);
 	stats_reg_group(&r->reg, &attach_stats_group, r->stack.attach);

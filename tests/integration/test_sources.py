@@ -10,7 +10,7 @@ import pytest
 
 from conftest import content_for, put_many, sha256
 from fsmodel import diff_trees, expected_tree, walk_mount
-from mounter import feedfs_stats, s3rver_args
+from mounter import feedfs_stats, s3rver_args, settled_stats
 
 
 def objs_for(stem, n_dirs=3, n_files=15):
@@ -80,6 +80,20 @@ def test_two_servers_and_a_snapshot_in_one_tree(mounter, s3server, stub, two_ser
     with pytest.raises(FileNotFoundError):
         os.stat(m.p("nosuch/x"))
     assert stub.counts.get("list", 0) == 0       # nothing of frozen went to the stub
+    # counters: each source's s3 group, and the mount's "s3" is their sum
+    st = settled_stats(m)
+    assert sorted(st["sources"]) == ["frozen", "train", "val"]
+    for key in ("requests", "get_requests", "list_requests", "head_requests", "gets",
+                "object_bytes"):
+        assert sum(st["sources"][n]["s3"][key] for n in st["sources"]) == st["s3"][key], key
+    for n, files in (("frozen", 45), ("train", 45), ("val", 20)):
+        assert st["sources"][n]["s3"]["gets"] >= files, n      # each file read once
+    assert st["sources"]["frozen"]["s3"]["list_requests"] == 0
+    assert st["sources"]["train"]["s3"]["list_requests"] >= 1
+    prom = feedfs_stats(m, "--prom")
+    lines = [x for x in prom.splitlines() if x.startswith("feedfs_s3_requests_total")]
+    assert any('kind="get",source="val"}' in x for x in lines), lines
+    assert any(x.endswith('kind="list",source="frozen"} 0') for x in lines), lines
 
 
 def mount_fails(mounter, sources_file):
