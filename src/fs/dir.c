@@ -194,7 +194,7 @@ static int dirh_load(struct fs *fs, struct fs_dirh *dh)
 	pthread_mutex_lock(&fs->lock);
 	if (dirh_share_cached(fs, dh, now))
 		goto unlock;
-	if (fs_path_snap(fs, dh->path, dh->path_len) || !fs_path_s3(fs, dh->path, dh->path_len)) {
+	if (!fs_path_listed(fs, dh->path, dh->path_len)) {
 		r = -ENOMEM;        /* the snapshot (or the root) answers every miss but this */
 		goto unlock;
 	}
@@ -419,7 +419,7 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 	struct s3_list_page pg;
 	int r;
 
-	if (fs_path_snap(fs, dh->path, dh->path_len) || !fs_path_s3(fs, dh->path, dh->path_len))
+	if (!fs_path_listed(fs, dh->path, dh->path_len))
 		return -EIO;        /* never: the snapshot (or the root) answered dirh_load */
 	memset(&pg, 0, sizeof(pg));
 	FS_STAT_INC(fs, list_pages);

@@ -207,7 +207,7 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, size_t 
 
 	/* A snapshot's listings answer every lookup (snapview.c); what they do
 	 * not hold does not exist: never a LIST or HEAD. */
-	if (fs_path_snap(fs, path, path_len) || !fs_path_s3(fs, path, path_len))
+	if (!fs_path_listed(fs, path, path_len))
 		return -ENOENT;
 	r = fs_path_key(fs, path, path_len, 0, &key, &klen);
 	if (r < 0)
@@ -1368,7 +1368,6 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	fs->subtree_max_keys = subtree_max_keys(opts);
 	fs->prefix_len = strlen(fs->prefix);
 	fs->opts.prefix = fs->prefix;
-	fs->s3 = s3;
 	fs->rd = *rd;
 	r = fs_src_init(fs, opts, s3, rd);
 	if (r < 0)

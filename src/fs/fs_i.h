@@ -163,8 +163,7 @@ struct fs {
 	struct fs_pt *pt;               /* passthrough state; NULL: --passthrough=off */
 	char *prefix;                   /* owned copy of opts.prefix */
 	size_t prefix_len;
-	struct s3_client *s3;
-	struct rd_config rd;
+	struct rd_config rd;            /* the first source's; its read_wait is fs->hist's */
 	int64_t mount_wall_ms;          /* mtime of directories */
 
 	/*
@@ -330,6 +329,10 @@ void fs_list_ahead_stop(struct fs *fs);
  * source. No lock needed: sources are set once at start. */
 const struct fs_src *fs_src_of(const struct fs *fs, const char *path, size_t len,
 			       const char **rel, size_t *rel_len);
+/* 1 when path's listings come from a store (a source without a snapshot);
+ * 0 for a snapshot's paths and the root of several sources, whose listings
+ * the cache always has (fs_listing_cached): the LIST paths refuse those. */
+int fs_path_listed(const struct fs *fs, const char *path, size_t len);
 /* That source's snapshot (NULL: listed, or no source), client, read path. */
 const struct snap *fs_path_snap(const struct fs *fs, const char *path, size_t len);
 struct s3_client *fs_path_s3(const struct fs *fs, const char *path, size_t len);

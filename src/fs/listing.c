@@ -241,7 +241,7 @@ int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const 
 	/* A snapshot's directories, and the root of several sources, are never
 	 * listed (list-ahead may still queue them): "too big" sends the caller
 	 * to the cache, which answers. */
-	if (fs_path_snap(fs, path, path_len) || !fs_path_s3(fs, path, path_len))
+	if (!fs_path_listed(fs, path, path_len))
 		return 0;
 	pthread_mutex_lock(&fs->lock);
 	if (!fs_listing_claim(fs, &me, path, path_len)) {

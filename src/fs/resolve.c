@@ -65,7 +65,7 @@ static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_infli
 	size_t plen, idx;
 	int r;
 
-	if (fs_path_snap(fs, dir, dlen) || !fs_path_s3(fs, dir, dlen))
+	if (!fs_path_listed(fs, dir, dlen))
 		return -ENOENT;     /* never: the snapshot (or the root) answered from the cache */
 	r = fs_path_key(fs, dir, dlen, FS_KEY_DIR, &prefix, &plen);
 	if (r < 0)

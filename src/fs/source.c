@@ -59,6 +59,15 @@ const struct snap *fs_path_snap(const struct fs *fs, const char *path, size_t le
 	return s ? s->snap : NULL;
 }
 
+int fs_path_listed(const struct fs *fs, const char *path, size_t len)
+{
+	const char *rel;
+	size_t rl;
+	const struct fs_src *s = fs_src_of(fs, path, len, &rel, &rl);
+
+	return s && !s->snap;
+}
+
 struct s3_client *fs_path_s3(const struct fs *fs, const char *path, size_t len)
 {
 	const char *rel;
