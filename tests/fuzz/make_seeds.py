@@ -185,3 +185,7 @@ put("fuzz_gpu_ioctl", "unknown", ioc(9, 64) + _caps)
 # (the files under corpus/fuzz_snap/ were written by snap_writer: a few keys
 # with MD5 and odd ETags, a version id, a directory marker, two blocks; write
 # new ones the same way when the format changes: this script does not).
+
+# fuzz_sources: the --sources file; the seeds under corpus/fuzz_sources/ (good, dup,
+# bad) are written by hand: a valid three-source file, a duplicate name with an
+# unknown key, a bad name with a flagless value-taking key.
