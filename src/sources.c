@@ -64,7 +64,17 @@ static int apply_kv(struct options *o, char *kv, const char *file, int line, cha
 		return util_einval(msg, msg_len, "%s:%d: %s needs a value", file, line, kv);
 	}
 	why[0] = '\0';
-	e = options_set(o, kv, value, why, sizeof(why));
+	if (strcmp(kv, "snapshot") == 0 && value[0] != '/' && !strstr(value, "://")) {
+		/* A relative snapshot is beside the sources file (the daemon runs
+		 * in "/", and the file is what names it). */
+		const char *slash = strrchr(file, '/');
+		char *abs = xasprintf("%.*s%s", slash ? (int)(slash - file + 1) : 0, file, value);
+
+		e = options_set(o, kv, abs, why, sizeof(why));
+		free(abs);
+	} else {
+		e = options_set(o, kv, value, why, sizeof(why));
+	}
 	if (e == -EINVAL)
 		return util_einval(msg, msg_len, "%s:%d: %s", file, line, why);
 	return e;

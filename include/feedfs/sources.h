@@ -9,8 +9,10 @@
  * for '-', as in fstab, from the set that describes a store:
  *   endpoint_url, region, profile, force_path_style, no_sign_request,
  *   list_v1, internal, ca_bundle, no_verify_ssl, snapshot
- * A flag takes no value (force_path_style) or 1/true/yes. Every other option
- * is the command line's and applies to all sources.
+ * A flag takes no value (force_path_style) or 1/true/yes. A relative
+ * snapshot=FILE is taken from the sources file's directory; other paths
+ * (ca_bundle) must be absolute. Every other option is the command line's and
+ * applies to all sources.
  *
  * Each source's options start as a copy of the command line's (the base) with
  * its own URL and keys applied over them, then checked as a mount would check

@@ -163,3 +163,23 @@ def test_restart_survival_across_sources(mounter, s3server, stub, two_servers, t
     finally:
         fa.close()
         fb.close()
+
+
+def test_dry_run_checks_every_source(mounter, stub, tmp_path):
+    """--dry-run --sources: one ok line per source, or the failing one's line."""
+    stub.create_bucket("dr")
+    stub.put("dr", "x/a.txt", b"hello")
+    ep = "endpoint_url=%s,force_path_style" % stub.url
+    f = write(tmp_path, "s", "one s3://dr/x/ %s\ntwo s3://dr/ %s\n" % (ep, ep))
+    cp = mounter.run(["--dry-run", "--sources", f])
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("ok: source one: bucket 'dr' prefix 'x/' at %s" % stub.url)
+    assert lines[1].startswith("ok: source two: bucket 'dr' prefix '' at %s" % stub.url)
+    f = write(tmp_path, "s2", "one s3://dr/x/ %s\ntwo s3://nope/ %s\n" % (ep, ep))
+    cp = mounter.run(["--dry-run", "--sources", f])
+    assert cp.returncode == 1 and cp.stdout == ""
+    # the log's error line (stderr in the foreground) and then the one line
+    last = cp.stderr.strip().splitlines()[-1]
+    assert last.startswith("feedfs: source two (%s:2): bucket 'nope' does not exist" % f), last

@@ -29,15 +29,18 @@ static void t_good(void)
 		"\n"
 		"train s3://b1/train/ endpoint_url=http://127.0.0.1:9000,force_path_style\n"
 		"  val\toss://b2/v region=cn-hangzhou,profile=p2\r\n"
-		"snap gs://b3 snapshot=/s/x.snap,no_sign_request=1";
+		"snap gs://b3 snapshot=/s/x.snap,no_sign_request=1\n"
+		"rel s3://b4/ snapshot=snaps/r.snap\n";
 	struct options base;
 	struct source_spec *s;
 	size_t n;
 	char msg[256];
 
 	base_options(&base);
-	CHECK_EQ_INT(sources_parse(text, strlen(text), "F", &base, &s, &n, msg, sizeof(msg)), 0);
-	CHECK_EQ_INT(n, 3);
+	CHECK_EQ_INT(sources_parse(text, strlen(text), "/etc/feedfs/job.sources", &base, &s, &n, msg,
+				   sizeof(msg)), 0);
+	CHECK_EQ_INT(n, 4);
+	CHECK_STR(s[3].o.snapshot, "/etc/feedfs/snaps/r.snap");
 	CHECK_STR(s[0].name, "train");
 	CHECK_EQ_INT(s[0].line, 3);
 	CHECK_STR(s[0].o.bucket, "b1");
