@@ -54,6 +54,7 @@
 #include "feedfs/options.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/promote.h"
+#include "feedfs/route.h"
 #include "feedfs/s3.h"
 #include "feedfs/snap.h"
 #include "feedfs/sources.h"
@@ -152,6 +153,7 @@ struct source_run {
 	struct s3_client *s3;
 	struct snap *snap;
 	struct stack stack;             /* s3 -> across-file readahead (no cache) */
+	struct s3_fetcher s3f;          /* with --cache-dir: under the route (route.h) */
 	struct rd_config rd;
 	struct fs_source fsrc;          /* what the fs gets */
 };
@@ -161,6 +163,7 @@ struct running {
 	struct source_run *srcs;
 	size_t n_src;
 	struct stats_group s3_sum;      /* --sources: the s3 group summed over them */
+	struct route *route;            /* --sources with --cache-dir: the stack's bottom */
 	struct creds_chain *creds;
 	struct s3_client *s3;
 	struct stack stack;             /* the read path's fetchers: cache, attach, ahead */
@@ -246,6 +249,8 @@ static void sources_teardown(struct running *r)
 	}
 	free(r->srcs);
 	r->srcs = NULL;
+	route_destroy(r->route);
+	r->route = NULL;
 	sources_free(r->specs, r->n_src);
 	r->specs = NULL;
 }
@@ -283,8 +288,8 @@ static void teardown(struct running *r)
 		fs_destroy(r->fs);
 	snap_close(r->snap);                /* after the fs, its reader */
 	promote_destroy(r->promote);        /* after the fs (its user), before the cache */
-	sources_teardown(r);                /* after the fs; r->s3 was source 0's */
 	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
+	sources_teardown(r);                /* after the fs and the cache; r->s3 was source 0's */
 	if (r->s3)
 		s3_client_destroy(r->s3);
 	if (r->budget)
@@ -634,6 +639,26 @@ static int start_sources(struct options *o, struct running *r, char *msg, size_t
 	return 0;
 }
 
+/* --sources with --cache-dir: one read path for all, over a route (route.h)
+ * to each source's client; the stack is built over it as for one source. */
+static int sources_route(struct running *r)
+{
+	const char **names = calloc(r->n_src, sizeof(*names));
+	struct fetcher **inner = calloc(r->n_src, sizeof(*inner));
+	int e = names && inner ? 0 : -ENOMEM;
+
+	for (size_t i = 0; e == 0 && i < r->n_src; i++) {
+		s3_fetcher_init(&r->srcs[i].s3f, r->srcs[i].s3);
+		names[i] = r->specs[i].name;
+		inner[i] = &r->srcs[i].s3f.base;
+	}
+	if (e == 0)
+		e = route_new(names, inner, r->n_src, &r->route);
+	free(names);
+	free(inner);
+	return e;
+}
+
 /* --sources: a read path per source, all in one budget (no block cache). */
 static int sources_read_path(const struct options *o, struct running *r, uint64_t ra_budget,
 			     long ncpu, char *msg, size_t msg_len)
@@ -777,7 +802,13 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 		snprintf(msg, msg_len, "memory budget: %s", strerror(-e));
 		return e;
 	}
-	if (r->srcs) {
+	if (r->srcs && o->cache_dir) {
+		e = sources_route(r);
+		if (e < 0) {
+			snprintf(msg, msg_len, "out of memory");
+			return e;
+		}
+	} else if (r->srcs) {
 		e = sources_read_path(o, r, ra_budget, ncpu, msg, msg_len);
 		if (e < 0)
 			return e;
@@ -797,11 +828,12 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	}
 	/* Who may share our cache dir: mounts of the same bucket and endpoint. */
 	share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
-				     s3_client_endpoint(r->s3));
+				     r->srcs ? o->sources : s3_client_endpoint(r->s3));
 	if (share_len >= sizeof(share_id))
 		share_len = sizeof(share_id) - 1;
 	memset(&scfg, 0, sizeof(scfg));
-	scfg.s3 = r->s3;
+	scfg.s3 = r->route ? NULL : r->s3;
+	scfg.bottom = r->route ? route_fetcher(r->route) : NULL;
 	scfg.budget = r->budget;
 	scfg.part_size = o->part_size;
 	scfg.cache = o->cache_dir ? &ccfg : NULL;
@@ -836,6 +868,14 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	/* Readahead of all streams together: the prefetch module's caps for
 	 * this machine's CPUs, within the budget. */
 	rd_config_set_caps(rcfg, ncpu, ra_budget);
+	for (size_t i = 0; r->route && i < r->n_src; i++) {
+		/* Every source reads through the one stack, keys routed by name. */
+		r->srcs[i].rd = *rcfg;
+		r->srcs[i].fsrc = (struct fs_source){ .name = r->specs[i].name,
+						      .prefix = r->specs[i].o.prefix,
+						      .s3 = r->srcs[i].s3, .snap = r->srcs[i].snap,
+						      .rd = &r->srcs[i].rd };
+	}
 	log_info(TAG, "readahead: up to %llu MiB per stream, %llu MiB for all "
 		 "streams together (%ld CPUs), of a %llu MiB budget",
 		 (unsigned long long)(rcfg->max_window / MIB),
@@ -911,7 +951,8 @@ static int start_session(const struct options *o, struct running *r,
 			fs_srcs[i] = r->srcs[i].fsrc;
 		fopts.sources = fs_srcs;
 		fopts.n_sources = r->n_src;
-		fopts.ahead = NULL;         /* per source, inside each read path */
+		fopts.ahead = NULL;         /* its keys are the sources' own, not routed */
+		fopts.route_keys = r->route != NULL;
 		mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
 		free(fs_srcs);              /* fs_new copied what it keeps */
 	} else {
@@ -934,7 +975,7 @@ static int start_session(const struct options *o, struct running *r,
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
 	}
-	if (r->stack.ahead) {
+	if (r->stack.ahead && !r->srcs) {   /* order paths resolve to unrouted keys */
 		int e = start_order(r, rcfg, msg, msg_len);
 
 		if (e < 0) {
@@ -1045,7 +1086,7 @@ static int start_ctl(const struct options *o, struct running *r, struct warm_vie
 	view->s3 = r->s3;
 	view->prefix = o->prefix;
 	view->prefix_len = strlen(o->prefix);
-	if (r->stack.cached)
+	if (r->stack.cached && !r->srcs)    /* warm_resolve knows one source */
 		e = ctl_warm_new(r->stack.cached, r->stack.cached_block, warm_resolve, view,
 				 &r->warm);
 	else

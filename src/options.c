@@ -738,8 +738,6 @@ static int parse_positional(int argc, char **argv, int first, struct options *o,
 		if (o->snapshot)
 			return bad(msg, msg_len, "--snapshot goes in the sources file with --sources "
 				   "(snapshot=FILE on a source's line)");
-		if (o->cache_dir)
-			return bad(msg, msg_len, "--cache-dir with --sources is not supported yet");
 		if (nargs != (o->dry_run ? 0 : 1))
 			return bad(msg, msg_len, o->dry_run ? "--dry-run --sources FILE takes no "
 				   "argument" : "--sources FILE takes one argument: MOUNTPOINT");

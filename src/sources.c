@@ -108,7 +108,10 @@ static int parse_line(char *text, const char *file, int line, const struct optio
 				   "key=value,... list)", file, line, extra);
 	spec->o = *base;
 	spec->o.bucket = spec->o.prefix = spec->o.snapshot = spec->o.sources = NULL;
+	/* The cache and the metrics endpoint are the mount's, not a source's. */
 	spec->o.cache_dir = spec->o.metrics_host = NULL;
+	spec->o.cache_size = 0;
+	spec->o.cache_clear = 0;
 	spec->line = line;
 	spec->name = strdup(name);
 	if (!spec->name)

@@ -44,6 +44,8 @@ struct fs_options {
 	const struct snap *snap;     /* --snapshot: names, sizes and ETags from it, never
 				      * a LIST or HEAD (src/fs/snapview.c); must outlive
 				      * the fs; NULL: from the store */
+	int route_keys;              /* several sources over one read path (route.h,
+				      * --cache-dir): its keys are "NAME\0KEY" */
 	const struct fs_source *sources; /* n_sources > 0: several sources, each the
 				      * directory of its name (src/fs/source.c); then
 				      * prefix, snap, fs_new's s3 and rd are not used */

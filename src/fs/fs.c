@@ -677,7 +677,7 @@ static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 		return NULL;
 	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, ino);
-	r = n ? fs_path_key(fs, n->path, n->path_len, 0, &key, &klen) : -ESTALE;
+	r = n ? fs_path_read_key(fs, n->path, n->path_len, &key, &klen) : -ESTALE;
 	rd = n ? fs_path_rd(fs, n->path, n->path_len) : NULL;
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
@@ -827,7 +827,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, ino);
-	r = n ? fs_path_key(fs, n->path, n->path_len, 0, &key, &klen) : -ESTALE;
+	r = n ? fs_path_read_key(fs, n->path, n->path_len, &key, &klen) : -ESTALE;
 	rd = n ? fs_path_rd(fs, n->path, n->path_len) : NULL;
 	moved = n && n->size_moved;
 	pthread_mutex_unlock(&fs->lock);

@@ -337,6 +337,10 @@ int fs_path_listed(const struct fs *fs, const char *path, size_t len);
 const struct snap *fs_path_snap(const struct fs *fs, const char *path, size_t len);
 struct s3_client *fs_path_s3(const struct fs *fs, const char *path, size_t len);
 const struct rd_config *fs_path_rd(const struct fs *fs, const char *path, size_t len);
+/* The key the read path gets for path: its object key, or with
+ * opts.route_keys "NAME\0KEY" (route.h). Returns as fs_path_key. */
+int fs_path_read_key(const struct fs *fs, const char *path, size_t len, char **key,
+		     size_t *key_len);
 /* fs_new / fs_destroy: the sources from opts (one: prefix, s3, rd, snap). */
 int fs_src_init(struct fs *fs, const struct fs_options *opts, struct s3_client *s3,
 		const struct rd_config *rd);

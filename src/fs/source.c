@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "feedfs/route.h"
 #include "feedfs/util.h"
 
 const struct fs_src *fs_src_of(const struct fs *fs, const char *path, size_t len,
@@ -84,6 +85,30 @@ const struct rd_config *fs_path_rd(const struct fs *fs, const char *path, size_t
 	const struct fs_src *s = fs_src_of(fs, path, len, &rel, &rl);
 
 	return s ? &s->rd : NULL;
+}
+
+int fs_path_read_key(const struct fs *fs, const char *path, size_t len, char **key,
+		     size_t *key_len)
+{
+	const char *rel;
+	size_t rl, kl;
+	const struct fs_src *s = fs_src_of(fs, path, len, &rel, &rl);
+	char *k, *routed;
+	int r = fs_path_key(fs, path, len, 0, &k, &kl);
+
+	if (r < 0 || !fs->opts.route_keys || !s || !s->name)
+		goto out;
+	routed = route_key(s->name, s->name_len, k, kl, &kl);
+	free(k);
+	if (!routed)
+		return -ENOMEM;
+	k = routed;
+out:
+	if (r == 0) {
+		*key = k;
+		*key_len = kl;
+	}
+	return r;
 }
 
 int fs_src_init(struct fs *fs, const struct fs_options *opts, struct s3_client *s3,

@@ -199,7 +199,6 @@ static const struct reject_case {
 	{ "--sources /s b /m", "--sources FILE takes one argument: MOUNTPOINT" },
 	{ "--sources /s --snapshot /x /m", "--snapshot goes in the sources file with --sources "
 	  "(snapshot=FILE on a source's line)" },
-	{ "--sources /s --cache-dir /c /m", "--cache-dir with --sources is not supported yet" },
 	{ "--cache-size 1Q b /m", "--cache-size: '1Q' is not a size (e.g. 8M, 512K, 1G)" },
 	{ "--metadata-ttl -1 b /m", "--metadata-ttl: '-1' is not a number of seconds" },
 	{ "--negative-ttl 1s b /m", "--negative-ttl: '1s' is not a number of seconds" },
