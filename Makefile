@@ -265,11 +265,15 @@ bench: ## side-by-side benchmarks (not part of test)
 
 # Millions of keys (issue 22): walks, stats and reads by path of computed keys
 # (bench/synth_s3.py) against a plain listing client; results in bench/results/.
-bench-scale: $(BUILD)/feedfs ## walks of 1M and 10M computed keys, --max-memory 256M (SCALE_STAT=1: also stat 1M)
+bench-scale: $(BUILD)/feedfs ## walks of 1M and 10M computed keys, --max-memory 256M (SCALE_STAT=1: also stat 1M); snapshot mounts at 64M
 	python3 bench/scale.py --dirs 1000 --files 1000 --max-memory 256M \
 		$(if $(SCALE_STAT),,--no-stat) --out bench/results/scale-1m.json
 	python3 bench/scale.py --dirs 1000 --files 10000 --max-memory 256M --no-stat \
 		--reads 100 --out bench/results/scale-10m.json
+	python3 bench/snap_scale.py --dirs 1000 --files 1000 --max-memory 64M \
+		--out bench/results/snap-1m.json
+	python3 bench/snap_scale.py --dirs 1000 --files 10000 --max-memory 64M --no-listed \
+		--out bench/results/snap-10m.json
 
 # The FUSE passthrough that bench/fuse_ceiling.py measures feedfs's disk cache against.
 build/bench/fuse_ceiling: bench/fuse_ceiling.c ## bench probe: FUSE's own ceiling on local files

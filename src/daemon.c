@@ -54,7 +54,10 @@
 #include "feedfs/options.h"
 #include "feedfs/prefetch.h"
 #include "feedfs/promote.h"
+#include "feedfs/route.h"
 #include "feedfs/s3.h"
+#include "feedfs/snap.h"
+#include "feedfs/sources.h"
 #include "feedfs/stack.h"
 #include "feedfs/stats.h"
 #include "feedfs/util.h"
@@ -144,7 +147,23 @@ static char *mount_options(const struct options *o)
 	return s;
 }
 
+/* One source of --sources: what start_s3 made for it, and its read path. */
+struct source_run {
+	struct creds_chain *creds;
+	struct s3_client *s3;
+	struct snap *snap;
+	struct stack stack;             /* s3 -> across-file readahead (no cache) */
+	struct s3_fetcher s3f;          /* with --cache-dir: under the route (route.h) */
+	struct rd_config rd;
+	struct fs_source fsrc;          /* what the fs gets */
+};
+
 struct running {
+	struct source_spec *specs;      /* --sources: n_src of them; else NULL */
+	struct source_run *srcs;
+	size_t n_src;
+	struct stats_group s3_sum;      /* --sources: the s3 group summed over them */
+	struct route *route;            /* --sources with --cache-dir: the stack's bottom */
 	struct creds_chain *creds;
 	struct s3_client *s3;
 	struct stack stack;             /* the read path's fetchers: cache, attach, ahead */
@@ -156,6 +175,7 @@ struct running {
 	struct keep *keep;              /* the region the keeper's servers share */
 	struct gpu *gpu;                /* the device-feed path (ioctls, the D verb) */
 	struct promote *promote;        /* promoted files for passthrough; NULL: none */
+	struct snap *snap;              /* --snapshot: the mapped file; NULL: listed */
 	struct fuse_session *se;
 	struct ctl *ctl;                /* the control socket, /metrics */
 	struct stats_reg reg;           /* what ctl and the unmount log read */
@@ -187,10 +207,52 @@ static void unmount_taken_over(struct running *r)
 
 /* The connection is gone (fs_session_on_end): requests of ours waiting on
  * the store are answered to no one; end them instead of their retries. */
-static void session_ended(void *s3)
+static void quiesce_all(struct running *r);
+
+static void session_ended(void *r)
 {
 	log_info(TAG, "the mount is gone: requests still out to the store are ended");
-	s3_client_quiesce(s3);
+	quiesce_all(r);
+}
+
+/* Every client of the mount: no more requests (s3_client_quiesce). */
+static void quiesce_all(struct running *r)
+{
+	if (!r->srcs) {
+		if (r->s3)
+			s3_client_quiesce(r->s3);
+		return;
+	}
+	for (size_t i = 0; i < r->n_src; i++)
+		if (r->srcs[i].s3)
+			s3_client_quiesce(r->srcs[i].s3);
+}
+
+/* --sources: each source's read path, client, snapshot and credentials, in
+ * the order teardown() frees a single source's. */
+static void sources_teardown(struct running *r)
+{
+	for (size_t i = 0; r->srcs && i < r->n_src; i++) {
+		struct source_run *s = &r->srcs[i];
+
+		stack_destroy(&s->stack);
+		snap_close(s->snap);
+		if (s->s3)
+			s3_client_destroy(s->s3);
+		if (s->creds)
+			creds_chain_destroy(s->creds);
+	}
+	if (r->srcs) {
+		r->s3 = NULL;       /* source 0's, destroyed above */
+		r->creds = NULL;
+		r->snap = NULL;
+	}
+	free(r->srcs);
+	r->srcs = NULL;
+	route_destroy(r->route);
+	r->route = NULL;
+	sources_free(r->specs, r->n_src);
+	r->specs = NULL;
 }
 
 static void teardown(struct running *r)
@@ -206,7 +268,7 @@ static void teardown(struct running *r)
 	 * (readahead GETs backing off against a store that went away would
 	 * otherwise keep the process up for their last retry, a minute). */
 	if (r->mounted)
-		s3_client_quiesce(r->s3);
+		quiesce_all(r);
 	/* Warming fetches through the cache, the cache through s3: stop them in
 	 * that order, each after the last user of it (ctl_stop ends warming). */
 	ctl_stop(r->ctl);
@@ -224,8 +286,10 @@ static void teardown(struct running *r)
 	hint_destroy(r->hint);
 	if (r->fs)
 		fs_destroy(r->fs);
+	snap_close(r->snap);                /* after the fs, its reader */
 	promote_destroy(r->promote);        /* after the fs (its user), before the cache */
 	stack_destroy(&r->stack);           /* after its users, before s3 (its bottom) */
+	sources_teardown(r);                /* after the fs and the cache; r->s3 was source 0's */
 	if (r->s3)
 		s3_client_destroy(r->s3);
 	if (r->budget)
@@ -301,8 +365,13 @@ static void s3_config_from(const struct options *o, struct creds_chain *creds,
 	scfg->max_connections = (int)o->max_connections;
 }
 
-/* The credential chain, the S3 client, and the check that SOURCE is readable. */
-static int start_s3(const struct options *o, struct running *r, char *msg, size_t msg_len)
+const char *daemon_store_scheme(const struct options *o)
+{
+	return o->store == S3_STORE_OSS ? "oss" : o->store == S3_STORE_GCS ? "gs" : "s3";
+}
+
+int daemon_open_store(const struct options *o, struct creds_chain **creds,
+		      struct s3_client **s3, char *msg, size_t msg_len)
 {
 	struct creds_options copts;
 	struct s3_config scfg;
@@ -313,18 +382,187 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 	copts.region = o->region;
 	copts.profile = o->profile;
 	msg[0] = '\0';
-	e = creds_chain_new(&copts, &r->creds, msg, msg_len);
+	e = creds_chain_new(&copts, creds, msg, msg_len);
 	if (e < 0) {
 		if (!msg[0])
 			snprintf(msg, msg_len, "no credentials: %s", strerror(-e));
 		return e;
 	}
-	log_info(TAG, "feedfs %s: bucket '%s' prefix '%s' endpoint %s region %s "
-		 "credentials from %s, mount point %s", FEEDFS_VERSION, o->bucket, o->prefix,
-		 o->endpoint ? o->endpoint : "(store default)", o->region ? o->region : "(default)",
-		 creds_chain_source(r->creds), o->dry_run ? "(none: --dry-run)" : o->mount_abs);
+	s3_config_from(o, *creds, &scfg);
+	e = s3_client_new(&scfg, s3);
+	if (e < 0) {
+		snprintf(msg, msg_len, "cannot start the S3 client: %s", strerror(-e));
+		creds_chain_destroy(*creds);
+		*creds = NULL;
+		return e;
+	}
+	return 0;
+}
+
+#define SNAP_FETCH_CHUNK (64u << 20)
+
+/* GET [off, off + len) of key into fd at off, in SNAP_FETCH_CHUNK pieces. */
+static ssize_t fetch_range(struct s3_client *c, const char *key, int fd, uint64_t off,
+			   uint64_t len)
+{
+	char *buf = malloc(len < SNAP_FETCH_CHUNK ? (size_t)len : SNAP_FETCH_CHUNK);
+	ssize_t n = buf ? 0 : -ENOMEM;
+
+	while (buf && len) {
+		size_t k = len < SNAP_FETCH_CHUNK ? (size_t)len : SNAP_FETCH_CHUNK;
+
+		n = s3_get(c, key, strlen(key), NULL, off, k, buf);
+		if (n < 0)
+			break;
+		if (pwrite(fd, buf, k, (off_t)off) != (ssize_t)k) {
+			n = -errno;
+			break;
+		}
+		off += k;
+		len -= k;
+	}
+	free(buf);
+	return n < 0 ? n : 0;
+}
+
+/*
+ * --snapshot SCHEME://BUCKET/KEY: fetch it through the source's store (its
+ * endpoint, region and credentials; a client of its own for BUCKET) into an
+ * unlinked file under --cache-dir or $TMPDIR, and map that: a first GET of
+ * the header says the length, then GETs of at most 64 MiB (one for a
+ * snapshot of up to ~2.5M keys). *path gets the file's name (unlinked by the
+ * caller once mapped). One line in msg on failure.
+ */
+static int fetch_snapshot(const struct options *o, struct running *r, char **path,
+			  char *msg, size_t msg_len)
+{
+	const char *url = strstr(o->snapshot, "://") + 3, *slash = strchr(url, '/');
+	const char *dir = o->cache_dir ? o->cache_dir : util_getenv_nonempty("TMPDIR");
+	char *bucket = xstrndup(url, (size_t)(slash - url)), hdr[SNAP_HEADER_LEN];
+	struct s3_config scfg;
+	struct s3_client *c = NULL;
+	uint64_t len = 0;
+	ssize_t n;
+	int fd = -1, e;
 
 	s3_config_from(o, r->creds, &scfg);
+	scfg.bucket = bucket;
+	*path = xasprintf("%s/feedfs-snapshot.XXXXXX", dir ? dir : "/tmp");
+	e = s3_client_new(&scfg, &c);
+	n = e < 0 ? e : s3_get(c, slash + 1, strlen(slash + 1), NULL, 0, sizeof(hdr), hdr);
+	if (n >= 0 && (e = snap_file_length(hdr, sizeof(hdr), &len)) < 0) {
+		snprintf(msg, msg_len, "snapshot %s: %s", o->snapshot, e == -EPROTO
+			 ? "another format version (see feedfs snapshot --print)"
+			 : "not a feedfs snapshot");
+		goto out;
+	}
+	if (n >= 0 && (fd = mkstemp(*path)) < 0)
+		n = -errno;
+	if (n >= 0 && (pwrite(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)))
+		n = -errno;
+	if (n >= 0)
+		n = fetch_range(c, slash + 1, fd, sizeof(hdr), len - sizeof(hdr));
+	e = n < 0 ? (int)n : 0;
+	if (e < 0)
+		snprintf(msg, msg_len, "cannot fetch the snapshot %s: %s", o->snapshot,
+			 strerror(-e));
+out:
+	if (fd >= 0)
+		close(fd);
+	if (e < 0 && fd >= 0)
+		unlink(*path);
+	if (c)
+		s3_client_destroy(c);
+	free(bucket);
+	return e;
+}
+
+/*
+ * --snapshot: map and check the file (snap.h), fetched first when it is a
+ * URL, and that it describes SOURCE (scheme, bucket and prefix). One line in
+ * msg on failure.
+ */
+static int open_snapshot(const struct options *o, struct running *r, char *msg,
+			 size_t msg_len)
+{
+	const struct snap_meta *m;
+	char *fetched = NULL;
+	int e;
+
+	if (strstr(o->snapshot, "://")) {
+		e = fetch_snapshot(o, r, &fetched, msg, msg_len);
+		if (e == 0) {
+			e = snap_open(fetched, 0, &r->snap, msg, msg_len);
+			unlink(fetched);        /* the mapping keeps it */
+			if (e < 0) {        /* name the URL, not the temporary file */
+				char why[512];
+				const char *colon = strstr(msg, ": ");
+
+				snprintf(why, sizeof(why), "%s", colon ? colon + 2 : strerror(-e));
+				snprintf(msg, msg_len, "snapshot %s: %s", o->snapshot, why);
+			}
+		}
+		free(fetched);
+	} else {
+		e = snap_open(o->snapshot, 0, &r->snap, msg, msg_len);
+	}
+	if (e < 0)
+		return e;
+	m = snap_meta(r->snap);
+	if (strcmp(m->store, daemon_store_scheme(o)) || strcmp(m->bucket, o->bucket) ||
+	    strcmp(m->prefix, o->prefix)) {
+		snprintf(msg, msg_len, "snapshot %s describes %s://%s/%s, not %s://%s/%s",
+			 o->snapshot, m->store, m->bucket, m->prefix, daemon_store_scheme(o),
+			 o->bucket, o->prefix);
+		return -EINVAL;
+	}
+	log_info(TAG, "snapshot %s: %llu keys of %s://%s/%s, %llu bytes mapped", o->snapshot,
+		 (unsigned long long)snap_count(r->snap), m->store, m->bucket, m->prefix,
+		 (unsigned long long)snap_bytes(r->snap));
+	return 0;
+}
+
+/*
+ * A snapshot mount's access check, without a LIST: the first bytes (at
+ * most 4 KiB) of the first object of 2 bytes or more, pinned to its ETag
+ * (a one-byte range, bytes=0-0, is one s3rver answers wrongly). Credentials,
+ * bucket and endpoint are then known good. An object changed since the snapshot (-ESTALE) does not
+ * stop the mount (its reads will fail, the others are right): it is logged.
+ * An empty snapshot checks nothing.
+ */
+static int snap_check_access(const struct options *o, struct running *r, char *msg,
+			     size_t msg_len)
+{
+	struct snap_cursor c;
+	struct snap_entry e;
+	char *key, head[4096];
+	ssize_t n;
+
+	snap_seek(&c, r->snap, NULL, 0);
+	do {
+		if (snap_next(&c, &e) != 1)
+			return 0;
+	} while (e.size < 2);
+	key = xasprintf("%s%.*s", o->prefix, (int)e.key_len, e.key);
+	n = s3_get(r->s3, key, strlen(key), e.etag, 0,
+		   e.size < sizeof(head) ? (size_t)e.size : sizeof(head), head);
+	if (n == -ESTALE) {
+		log_warn(TAG, "s3://%s/%s changed since the snapshot: its reads answer ESTALE",
+			 o->bucket, key);
+		n = 1;
+	}
+	if (n < 0)
+		snprintf(msg, msg_len, "cannot read s3://%s/%s (the snapshot's first object): %s",
+			 o->bucket, key, strerror((int)-n));
+	free(key);
+	return n < 0 ? (int)n : 0;
+}
+
+/* The credential chain, the S3 client, and the check that SOURCE is readable. */
+static int start_s3(const struct options *o, struct running *r, char *msg, size_t msg_len)
+{
+	int e;
+
 	if (o->no_verify_tls) {
 		log_warn(TAG, "WARNING: --no-verify-ssl: TLS certificates are NOT checked; "
 			 "anyone on the network path can read and alter the data");
@@ -332,12 +570,18 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 			fprintf(stderr, "feedfs: WARNING: --no-verify-ssl: TLS certificates are "
 				"NOT checked (unsafe)\n");
 	}
-	e = s3_client_new(&scfg, &r->s3);
-	if (e < 0) {
-		snprintf(msg, msg_len, "cannot start the S3 client: %s", strerror(-e));
+	e = daemon_open_store(o, &r->creds, &r->s3, msg, msg_len);
+	if (e < 0)
 		return e;
-	}
+	log_info(TAG, "feedfs %s: bucket '%s' prefix '%s' endpoint %s region %s "
+		 "credentials from %s, mount point %s", FEEDFS_VERSION, o->bucket, o->prefix,
+		 o->endpoint ? o->endpoint : "(store default)", o->region ? o->region : "(default)",
+		 creds_chain_source(r->creds), o->dry_run ? "(none: --dry-run)" : o->mount_abs);
 	msg[0] = '\0';
+	if (o->snapshot) {
+		e = open_snapshot(o, r, msg, msg_len);
+		return e < 0 ? e : snap_check_access(o, r, msg, msg_len);
+	}
 	e = s3_check_access(r->s3, o->prefix, msg, msg_len);
 	if (e < 0) {
 		if (!msg[0])
@@ -348,10 +592,118 @@ static int start_s3(const struct options *o, struct running *r, char *msg, size_
 	return 0;
 }
 
+/*
+ * --sources: each source's store, checked as a single mount's (start_s3:
+ * credentials, client, LIST or snapshot check), in file order; the first
+ * failure is the line, naming the source and its line. r->s3 is source 0's
+ * (the counters and the control socket's view); the mount is labelled
+ * "sources" where a bucket would be named.
+ */
+static int start_sources(struct options *o, struct running *r, char *msg, size_t msg_len)
+{
+	char why[1024];
+	int e;
+
+	e = sources_load(o->sources, o, &r->specs, &r->n_src, msg, msg_len);
+	if (e < 0)
+		return e;
+	r->srcs = calloc(r->n_src, sizeof(*r->srcs));
+	if (!r->srcs)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n_src; i++) {
+		struct source_spec *sp = &r->specs[i];
+		struct running one;
+
+		memset(&one, 0, sizeof(one));
+		why[0] = '\0';
+		/* For its log line: where it shows (cut if the path is that long). */
+		if ((size_t)snprintf(sp->o.mount_abs, sizeof(sp->o.mount_abs), "%.*s/%s",
+				     PATH_MAX - 258, o->mount_abs, sp->name) >= sizeof(sp->o.mount_abs))
+			sp->o.mount_abs[0] = '\0';
+		sp->o.dry_run = o->dry_run;
+		e = start_s3(&sp->o, &one, why, sizeof(why));
+		r->srcs[i].creds = one.creds;
+		r->srcs[i].s3 = one.s3;
+		r->srcs[i].snap = one.snap;
+		if (e < 0) {
+			snprintf(msg, msg_len, "source %s (%.*s:%d): %s", sp->name, 1024, o->sources,
+				 sp->line, why[0] ? why : strerror(-e));
+			return e;
+		}
+	}
+	r->s3 = r->srcs[0].s3;
+	free(o->bucket);
+	free(o->prefix);
+	o->bucket = xstrdup("sources");
+	o->prefix = xstrdup("");
+	return 0;
+}
+
+/* --sources with --cache-dir: one read path for all, over a route (route.h)
+ * to each source's client; the stack is built over it as for one source. */
+static int sources_route(struct running *r)
+{
+	const char **names = calloc(r->n_src, sizeof(*names));
+	struct fetcher **inner = calloc(r->n_src, sizeof(*inner));
+	int e = names && inner ? 0 : -ENOMEM;
+
+	for (size_t i = 0; e == 0 && i < r->n_src; i++) {
+		s3_fetcher_init(&r->srcs[i].s3f, r->srcs[i].s3);
+		names[i] = r->specs[i].name;
+		inner[i] = &r->srcs[i].s3f.base;
+	}
+	if (e == 0)
+		e = route_new(names, inner, r->n_src, &r->route);
+	free(names);
+	free(inner);
+	return e;
+}
+
+/* --sources: a read path per source, all in one budget (no block cache). */
+static int sources_read_path(const struct options *o, struct running *r, uint64_t ra_budget,
+			     long ncpu, char *msg, size_t msg_len)
+{
+	for (size_t i = 0; i < r->n_src; i++) {
+		struct source_run *s = &r->srcs[i];
+		struct stack_config scfg;
+		int e;
+
+		memset(&scfg, 0, sizeof(scfg));
+		scfg.s3 = s->s3;
+		scfg.budget = r->budget;
+		scfg.part_size = o->part_size;
+		e = stack_build(&scfg, &s->stack, msg, msg_len);
+		if (e < 0)
+			return e;
+		s->rd = s->stack.rd;
+		s->rd.budget = r->budget;
+		s->rd.part_size = o->part_size;
+		rd_config_set_caps(&s->rd, ncpu, ra_budget);
+		s->fsrc = (struct fs_source){ .name = r->specs[i].name,
+					      .prefix = r->specs[i].o.prefix, .s3 = s->s3,
+					      .snap = s->snap, .rd = &s->rd };
+	}
+	return 0;
+}
+
 /* --dry-run: everything a mount checks before touching the mount point. */
 static void dry_run_report(const struct options *o, struct running *r)
 {
 	char cdesc[512];
+
+	if (r->srcs) {
+		for (size_t i = 0; i < r->n_src; i++) {
+			const struct options *so = &r->specs[i].o;
+
+			creds_chain_describe(r->srcs[i].creds, cdesc, sizeof(cdesc));
+			printf("ok: source %s: bucket '%s' prefix '%s' at %s (region %s) is "
+			       "readable; credentials %s\n", r->specs[i].name, so->bucket, so->prefix,
+			       s3_client_endpoint(r->srcs[i].s3), s3_client_region(r->srcs[i].s3),
+			       cdesc);
+		}
+		fflush(stdout);
+		return;
+	}
 
 	creds_chain_describe(r->creds, cdesc, sizeof(cdesc));
 	printf("ok: bucket '%s' prefix '%s' at %s (region %s) is readable; "
@@ -450,6 +802,21 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 		snprintf(msg, msg_len, "memory budget: %s", strerror(-e));
 		return e;
 	}
+	if (r->srcs && o->cache_dir) {
+		e = sources_route(r);
+		if (e < 0) {
+			snprintf(msg, msg_len, "out of memory");
+			return e;
+		}
+	} else if (r->srcs) {
+		e = sources_read_path(o, r, ra_budget, ncpu, msg, msg_len);
+		if (e < 0)
+			return e;
+		*rcfg = r->srcs[0].rd;
+		log_info(TAG, "%zu sources, readahead budget %llu MiB", r->n_src,
+			 (unsigned long long)(ra_budget / MIB));
+		return 0;
+	}
 	if (o->cache_dir) {
 		memset(&ccfg, 0, sizeof(ccfg));
 		ccfg.dir = o->cache_dir;
@@ -461,11 +828,12 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	}
 	/* Who may share our cache dir: mounts of the same bucket and endpoint. */
 	share_len = (size_t)snprintf(share_id, sizeof(share_id), "%s\n%s", o->bucket,
-				     s3_client_endpoint(r->s3));
+				     r->srcs ? o->sources : s3_client_endpoint(r->s3));
 	if (share_len >= sizeof(share_id))
 		share_len = sizeof(share_id) - 1;
 	memset(&scfg, 0, sizeof(scfg));
-	scfg.s3 = r->s3;
+	scfg.s3 = r->route ? NULL : r->s3;
+	scfg.bottom = r->route ? route_fetcher(r->route) : NULL;
 	scfg.budget = r->budget;
 	scfg.part_size = o->part_size;
 	scfg.cache = o->cache_dir ? &ccfg : NULL;
@@ -500,6 +868,14 @@ static int build_read_path(const struct options *o, struct running *r, struct rd
 	/* Readahead of all streams together: the prefetch module's caps for
 	 * this machine's CPUs, within the budget. */
 	rd_config_set_caps(rcfg, ncpu, ra_budget);
+	for (size_t i = 0; r->route && i < r->n_src; i++) {
+		/* Every source reads through the one stack, keys routed by name. */
+		r->srcs[i].rd = *rcfg;
+		r->srcs[i].fsrc = (struct fs_source){ .name = r->specs[i].name,
+						      .prefix = r->specs[i].o.prefix,
+						      .s3 = r->srcs[i].s3, .snap = r->srcs[i].snap,
+						      .rd = &r->srcs[i].rd };
+	}
 	log_info(TAG, "readahead: up to %llu MiB per stream, %llu MiB for all "
 		 "streams together (%ld CPUs), of a %llu MiB budget",
 		 (unsigned long long)(rcfg->max_window / MIB),
@@ -563,7 +939,25 @@ static int start_session(const struct options *o, struct running *r,
 	fopts.negative_ttl_ms = o->negative_ttl_ms;
 	fopts.metadata_max_bytes = metadata_share(o);
 	fopts.ahead = r->stack.ahead;
-	mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+	fopts.snap = r->snap;
+	if (r->srcs) {
+		struct fs_source *fs_srcs = calloc(r->n_src, sizeof(*fs_srcs));
+
+		if (!fs_srcs) {
+			snprintf(msg, msg_len, "out of memory");
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < r->n_src; i++)
+			fs_srcs[i] = r->srcs[i].fsrc;
+		fopts.sources = fs_srcs;
+		fopts.n_sources = r->n_src;
+		fopts.ahead = NULL;         /* its keys are the sources' own, not routed */
+		fopts.route_keys = r->route != NULL;
+		mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+		free(fs_srcs);              /* fs_new copied what it keeps */
+	} else {
+		mopts = fs_new(&fopts, r->s3, rcfg, &r->fs) == 0 ? mount_options(o) : NULL;
+	}
 	if (mopts && ((r->keep && fs_set_keep(r->fs, r->keep) < 0) || gpu_new(&r->gpu) < 0)) {
 		free(mopts);
 		mopts = NULL;
@@ -581,7 +975,7 @@ static int start_session(const struct options *o, struct running *r,
 		snprintf(msg, msg_len, "out of memory");
 		return -ENOMEM;
 	}
-	if (r->stack.ahead) {
+	if (r->stack.ahead && !r->srcs) {   /* order paths resolve to unrouted keys */
 		int e = start_order(r, rcfg, msg, msg_len);
 
 		if (e < 0) {
@@ -620,6 +1014,37 @@ static int start_session(const struct options *o, struct running *r,
 	return 0;
 }
 
+/* stats_group snapshot of r->s3_sum: every source's s3 counters added up
+ * (struct s3_stats is all uint64_t). */
+static void s3_sum_snapshot(void *obj, void *out)
+{
+	const struct running *r = obj;
+	uint64_t one[sizeof(struct s3_stats) / sizeof(uint64_t)], *sum = out;
+
+	BUG_ON(s3_stats_group.snapshot_size != sizeof(one));
+	memset(out, 0, sizeof(one));
+	for (size_t i = 0; i < r->n_src; i++) {
+		s3_stats_group.snapshot(r->srcs[i].s3, one);
+		for (size_t j = 0; j < sizeof(one) / sizeof(one[0]); j++)
+			sum[j] += one[j];
+	}
+}
+
+/* The s3 counters: the client's; with --sources their sum as "s3" and each
+ * source's under its name (stats_reg_group_source). */
+static void register_s3_stats(struct running *r)
+{
+	if (!r->srcs) {
+		stats_reg_group(&r->reg, &s3_stats_group, r->s3);
+		return;
+	}
+	r->s3_sum = s3_stats_group;
+	r->s3_sum.snapshot = s3_sum_snapshot;
+	stats_reg_group(&r->reg, &r->s3_sum, r);
+	for (size_t i = 0; i < r->n_src; i++)
+		stats_reg_group_source(&r->reg, &s3_stats_group, r->srcs[i].s3, r->specs[i].name);
+}
+
 /* What the renderings read: every module built, and the mount itself. */
 static void register_stats(const struct options *o, struct running *r)
 {
@@ -627,7 +1052,7 @@ static void register_stats(const struct options *o, struct running *r)
 	size_t n;
 
 	stats_reg_group(&r->reg, &fs_stats_group, r->fs);
-	stats_reg_group(&r->reg, &s3_stats_group, r->s3);
+	register_s3_stats(r);
 	stats_reg_group(&r->reg, &cache_stats_group, r->stack.cache);
 	stats_reg_group(&r->reg, &promote_stats_group, r->promote);
 	stats_reg_group(&r->reg, &attach_stats_group, r->stack.attach);
@@ -661,7 +1086,7 @@ static int start_ctl(const struct options *o, struct running *r, struct warm_vie
 	view->s3 = r->s3;
 	view->prefix = o->prefix;
 	view->prefix_len = strlen(o->prefix);
-	if (r->stack.cached)
+	if (r->stack.cached && !r->srcs)    /* warm_resolve knows one source */
 		e = ctl_warm_new(r->stack.cached, r->stack.cached_block, warm_resolve, view,
 				 &r->warm);
 	else
@@ -703,7 +1128,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 			return -EIO;
 		}
 		r->mounted = 2;
-		fs_session_on_end(session_ended, r->s3);
+		fs_session_on_end(session_ended, r);
 		(void)fs_session_parallel_dirops(r->se);  /* the replayed INIT's reply too */
 		log_info(TAG, "took over s3://%s/%s on %s (takeover %u)", o->bucket, o->prefix,
 			 o->mount_abs, r->ke->takeovers);
@@ -715,7 +1140,7 @@ static int mount_fs(const struct options *o, struct running *r, struct warm_view
 		return -EIO;
 	}
 	r->mounted = 1;
-	fs_session_on_end(session_ended, r->s3);
+	fs_session_on_end(session_ended, r);
 	fs_uring_want(o->fuse_uring, r->keep != NULL);  /* before the seam: INIT asks */
 	(void)fs_session_parallel_dirops(r->se);  /* logs when it cannot */
 	if (r->ke && r->ke->chan_fd >= 0) {
@@ -784,7 +1209,8 @@ int daemon_run(struct options *o, int notify_fd, const struct keep_env *ke)
 			snprintf(msg, sizeof(msg), "keeper state: %s", strerror(-e));
 	}
 	if (e == 0)
-		e = start_s3(o, &r, msg, sizeof(msg));
+		e = o->sources ? start_sources(o, &r, msg, sizeof(msg))
+			       : start_s3(o, &r, msg, sizeof(msg));
 	if (e == 0 && o->dry_run) {
 		dry_run_report(o, &r);
 		teardown(&r);

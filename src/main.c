@@ -31,6 +31,7 @@ static const struct {
 	{ "warm", cli_warm_main },
 	{ "stats", cli_stats_main },
 	{ "prefetch", cli_prefetch_main },
+	{ "snapshot", cli_snapshot_main },
 };
 
 /* `feedfs --print-credentials-source`: run the chain once, print one line. */

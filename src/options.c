@@ -140,6 +140,53 @@ static int set_cache_dir(struct options *o, const char *arg, char *msg, size_t m
 	return o->cache_dir ? 0 : -ENOMEM;
 }
 
+/* --snapshot FILE|URL: a file is made absolute (the daemon changes to "/");
+ * a URL is kept as given and must use the source's scheme (check_combined):
+ * the daemon fetches it through the source's store. */
+static int set_snapshot(struct options *o, const char *arg, char *msg, size_t msg_len)
+{
+	char *cwd;
+	const char *s = strstr(arg, "://");
+
+	if (!arg[0])
+		return bad(msg, msg_len, "--snapshot: empty path");
+	if (s && (!strchr(s + 3, '/') || strchr(s + 3, '/') == s + 3 ||
+		  strchr(s + 3, '/')[1] == '\0' || arg[strlen(arg) - 1] == '/'))
+		return bad(msg, msg_len, "--snapshot: '%s' is not SCHEME://BUCKET/KEY", arg);
+	free(o->snapshot);
+	o->snapshot = NULL;
+	if (s || arg[0] == '/') {
+		o->snapshot = strdup(arg);
+	} else {
+		cwd = realpath(".", NULL);
+		if (!cwd)
+			return bad(msg, msg_len, "--snapshot: cannot resolve '%s'", arg);
+		o->snapshot = xasprintf("%s/%s", cwd, arg);
+		free(cwd);
+	}
+	return o->snapshot ? 0 : -ENOMEM;
+}
+
+static int set_sources(struct options *o, const char *arg, char *msg, size_t msg_len)
+{
+	char *cwd;
+
+	if (!arg[0])
+		return bad(msg, msg_len, "--sources: empty path");
+	free(o->sources);
+	o->sources = NULL;
+	if (arg[0] == '/') {
+		o->sources = strdup(arg);
+	} else {
+		cwd = realpath(".", NULL);
+		if (!cwd)
+			return bad(msg, msg_len, "--sources: cannot resolve '%s'", arg);
+		o->sources = xasprintf("%s/%s", cwd, arg);
+		free(cwd);
+	}
+	return o->sources ? 0 : -ENOMEM;
+}
+
 static int set_profile(struct options *o, const char *arg, char *msg, size_t msg_len)
 {
 	if (!arg[0])
@@ -225,6 +272,20 @@ static const struct opt_spec opt_specs[] = {
 	{ .name = "dry-run", .kind = OPT_FLAG, .off = AT(dry_run),
 	  .help = "check credentials and access to SOURCE as a mount\n"
 		  "would, print one line, exit 0 or 1; mounts nothing" },
+	{ .name = "snapshot", .metavar = "FILE", .kind = OPT_FN, .handler = set_snapshot,
+	  .help = "names, sizes and ETags from FILE, written by\n"
+		  "'feedfs snapshot SOURCE FILE': no LIST or HEAD ever,\n"
+		  "every read pinned to the snapshot's ETag (ESTALE if\n"
+		  "the object changed since); FILE must describe SOURCE.\n"
+		  "FILE may be s3://BUCKET/KEY on the source's store:\n"
+		  "fetched at mount (GETs of 64MiB) into --cache-dir or\n"
+		  "$TMPDIR, mapped, and unlinked" },
+	{ .name = "sources", .metavar = "FILE", .kind = OPT_FN, .handler = set_sources,
+	  .help = "several sources in one tree: FILE holds one a line,\n"
+		  "NAME URL [key=value,...] (keys: endpoint_url, region,\n"
+		  "profile, force_path_style, no_sign_request, list_v1,\n"
+		  "internal, ca_bundle, no_verify_ssl, snapshot); each is\n"
+		  "the directory NAME; no SOURCE argument then" },
 	{ .name = "part-size", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(part_size),
 	  .help = "bytes per ranged GET, 1MiB..256MiB (default 8MiB)" },
 	{ .name = "max-memory", .metavar = "SIZE", .kind = OPT_SIZE, .off = AT(max_memory),
@@ -370,11 +431,14 @@ static const char help_head[] =
 "    feedfs [OPTIONS] BUCKET[/PREFIX/] MOUNTPOINT\n"
 "    feedfs [OPTIONS] oss://BUCKET[/PREFIX/] MOUNTPOINT    (Aliyun OSS)\n"
 "    feedfs [OPTIONS] gs://BUCKET[/PREFIX/] MOUNTPOINT     (GCS, HMAC keys)\n"
+"    feedfs --snapshot FILE [OPTIONS] SOURCE MOUNTPOINT\n"
+"    feedfs --sources FILE [OPTIONS] MOUNTPOINT            (several, one directory each)\n"
 "    feedfs --dry-run [OPTIONS] SOURCE\n"
 "    feedfs --print-credentials-source [--profile NAME]\n"
 "    feedfs warm [--jobs N] MOUNTPOINT/PATH...\n"
 "    feedfs stats [--json | --prom] [--watch] MOUNTPOINT\n"
 "    feedfs prefetch --order FILE MOUNTPOINT | --clear MOUNTPOINT\n"
+"    feedfs snapshot [OPTIONS] SOURCE FILE | --print FILE\n"
 "\n"
 "    Keys under PREFIX appear as files, '/' in keys as directories. The tree is\n"
 "    read-only; every write answers EROFS. By default feedfs becomes a daemon\n"
@@ -406,6 +470,11 @@ static const char help_tail[] =
 "    daemon, which fetches those files ahead of the opens, within --max-memory;\n"
 "    a new order replaces the old. --clear MOUNTPOINT drops it. Counters: the\n"
 "    \"order\" group of feedfs stats.\n"
+"\n"
+"  feedfs snapshot [OPTIONS] SOURCE FILE  lists SOURCE once (the options above\n"
+"    for endpoint, region and credentials apply) and writes every key with its\n"
+"    size, ETag and time to FILE (docs/SNAPSHOT.md), for --snapshot mounts on\n"
+"    every node. --print FILE writes one key a line: KEY, SIZE, ETAG (tabs).\n"
 "\n"
 "    SIZE takes K, M, G suffixes (powers of 1024): 8M, 512KiB, 1G.\n"
 "\n"
@@ -619,6 +688,9 @@ static uint64_t io_reserve(const struct options *o)
 /* The checks that involve more than one option, in the order users met them. */
 static int check_combined(const struct options *o, char *msg, size_t msg_len)
 {
+	const char *scheme = o->store == S3_STORE_OSS ? "oss://"
+			     : o->store == S3_STORE_GCS ? "gs://" : "s3://";
+
 	if (o->oss_internal && o->store != S3_STORE_OSS)
 		return bad(msg, msg_len, "--internal applies to oss:// sources only");
 	if (o->store == S3_STORE_OSS && !o->region && !o->endpoint)
@@ -646,6 +718,10 @@ static int check_combined(const struct options *o, char *msg, size_t msg_len)
 	if (o->endpoint && strncmp(o->endpoint, "http://", 7) && strncmp(o->endpoint, "https://", 8))
 		return bad(msg, msg_len, "--endpoint-url: '%s' must start with http:// or https://",
 			   o->endpoint);
+	if (o->snapshot && strstr(o->snapshot, "://") &&
+	    strncmp(o->snapshot, scheme, strlen(scheme)) != 0)
+		return bad(msg, msg_len, "--snapshot: '%s' must be on the source's store (the same "
+			   "scheme)", o->snapshot);
 	return 0;
 }
 
@@ -658,6 +734,16 @@ static int parse_positional(int argc, char **argv, int first, struct options *o,
 	if (!o->region && creds_profile_region(o->profile, o->profile_region,
 					       sizeof(o->profile_region)))
 		o->region = o->profile_region;
+	if (o->sources) {
+		if (o->snapshot)
+			return bad(msg, msg_len, "--snapshot goes in the sources file with --sources "
+				   "(snapshot=FILE on a source's line)");
+		if (nargs != (o->dry_run ? 0 : 1))
+			return bad(msg, msg_len, o->dry_run ? "--dry-run --sources FILE takes no "
+				   "argument" : "--sources FILE takes one argument: MOUNTPOINT");
+		o->mountpoint = nargs ? argv[first] : NULL;
+		return check_combined(o, msg, msg_len);
+	}
 	if (nargs > 2)
 		return bad(msg, msg_len, "unexpected argument '%s'", argv[first + 2]);
 	if (o->print_creds)     /* needs no source; one may be given (its scheme is not used) */
@@ -681,6 +767,29 @@ static int getopt_error(int c, char **argv, char *msg, size_t msg_len)
 	if (optopt && optopt < 256)
 		return bad(msg, msg_len, "unknown option '-%c'", optopt);
 	return bad(msg, msg_len, "unknown option '%s'", argv[optind - 1]);
+}
+
+int options_set(struct options *o, const char *long_name, const char *value, char *msg,
+		size_t msg_len)
+{
+	for (size_t i = 0; i < N_SPECS; i++) {
+		const struct opt_spec *s = &opt_specs[i];
+
+		if (strcmp(s->name, long_name) != 0)
+			continue;
+		if (!s->metavar != !value)
+			return bad(msg, msg_len, s->metavar ? "%s needs a value" : "%s takes no value",
+				   long_name);
+		return apply(s, value, o, msg, msg_len);
+	}
+	return -ENOENT;
+}
+
+int options_set_source(struct options *o, const char *url, char *msg, size_t msg_len)
+{
+	int e = parse_source(url, o, msg, msg_len);
+
+	return e < 0 ? e : check_combined(o, msg, msg_len);
 }
 
 int options_parse(int argc, char **argv, struct options *o, char *msg, size_t msg_len)
@@ -730,5 +839,8 @@ void options_free(struct options *o)
 	free(o->prefix);
 	free(o->cache_dir);
 	free(o->metrics_host);
-	o->bucket = o->prefix = o->cache_dir = o->metrics_host = NULL;
+	free(o->snapshot);
+	free(o->sources);
+	o->bucket = o->prefix = o->cache_dir = o->metrics_host = o->snapshot = NULL;
+	o->sources = NULL;
 }

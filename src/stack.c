@@ -16,6 +16,13 @@
 
 #define TAG "stack"
 
+/* The layer under the cache: the given one (several sources: route.h), or
+ * the S3 client's. */
+static struct fetcher *stack_bottom(const struct stack_config *cfg, struct stack *st)
+{
+	return cfg->bottom ? cfg->bottom : &st->s3.base;
+}
+
 /*
  * Own the cache dir, or attach to its owner when another mount of the same
  * bucket and endpoint holds it; retried while the owner is starting or has
@@ -30,14 +37,14 @@ static int open_or_attach(const struct stack_config *cfg, struct stack *st, char
 	char amsg[256];
 	int e;
 
-	ccfg.inner = &st->s3.base;
+	ccfg.inner = stack_bottom(cfg, st);
 	for (;;) {
 		msg[0] = '\0';
 		e = cache_new(&ccfg, &st->cache, msg, msg_len);
 		if (e != -EBUSY || ccfg.clear)
 			return e;
 		msg[strcspn(msg, ";")] = '\0';    /* "cache dir D is in use by feedfs pid N" */
-		e = attach_new(ccfg.dir, cfg->share_id, cfg->share_id_len, &st->s3.base,
+		e = attach_new(ccfg.dir, cfg->share_id, cfg->share_id_len, stack_bottom(cfg, st),
 			       &st->attach, amsg, sizeof(amsg));
 		if (e == 0)
 			return 0;
@@ -95,11 +102,12 @@ int stack_build(const struct stack_config *cfg, struct stack *st, char *msg, siz
 
 	memset(st, 0, sizeof(*st));
 	msg[0] = '\0';
-	s3_fetcher_init(&st->s3, cfg->s3);
+	if (cfg->s3)
+		s3_fetcher_init(&st->s3, cfg->s3);
 	e = build_cache(cfg, st, msg, msg_len);
 	if (e < 0)
 		goto fail;
-	below = st->cached ? st->cached : &st->s3.base;
+	below = st->cached ? st->cached : stack_bottom(cfg, st);
 	if (st->cached) {
 		/* Streams fetch whole blocks, so each is fetched once and cached
 		 * whole; a random read only the cache's pieces it needs. */

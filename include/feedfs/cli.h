@@ -2,7 +2,8 @@
  * cli — the commands that talk to a running mount through its control
  * socket: `feedfs stats` (src/cli/stats.c), `feedfs warm` (src/cli/warm.c)
  * and `feedfs prefetch` (src/cli/prefetch.c), with what they share
- * (src/cli/mounts.c).
+ * (src/cli/mounts.c); and `feedfs snapshot` (src/cli/snapshot.c), which
+ * talks to the store instead.
  */
 #ifndef FEEDFS_CLI_H
 #define FEEDFS_CLI_H
@@ -33,5 +34,10 @@ int cli_warm_main(int argc, char **argv);
  * is "prefetch". Returns the exit status: 0 sent, 1 refused or no daemon,
  * 2 usage. */
 int cli_prefetch_main(int argc, char **argv);
+
+/* `feedfs snapshot [OPTIONS] SOURCE FILE` / `--print FILE`
+ * (src/cli/snapshot.c); argv[0] is "snapshot". Returns the exit status: 0,
+ * 1 (the store or the file failed), 2 (usage). */
+int cli_snapshot_main(int argc, char **argv);
 
 #endif

@@ -8,6 +8,18 @@
 
 struct options;
 struct keep_env;
+struct creds_chain;
+struct s3_client;
+
+/* The credential chain and the S3 client for o's source, as a mount makes
+ * them (no access check, nothing logged): for commands that talk to the
+ * store without mounting (`feedfs snapshot`). 0, or -errno with one line in
+ * msg; on failure nothing is left to destroy. */
+int daemon_open_store(const struct options *o, struct creds_chain **creds,
+		      struct s3_client **s3, char *msg, size_t msg_len);
+
+/* "s3", "oss" or "gs": the scheme of o's source URL. */
+const char *daemon_store_scheme(const struct options *o);
 
 /* Run the mount described by o (parsed and checked, o->mount_abs filled unless
  * o->dry_run) until it is unmounted. notify_fd: the pipe to the waiting parent

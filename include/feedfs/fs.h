@@ -17,7 +17,18 @@
 struct s3_client;
 struct rd_config;
 struct rd_ahead;
+struct snap;
 struct fuse_lowlevel_ops;
+
+/* One source of a tree of several (--sources): the top-level directory name
+ * and what serves it. Everything must outlive the fs. */
+struct fs_source {
+	const char *name;            /* a POSIX name */
+	const char *prefix;          /* "" or ending with '/' */
+	struct s3_client *s3;
+	const struct snap *snap;     /* NULL: listed */
+	const struct rd_config *rd;  /* its read path (copied) */
+};
 
 struct fs_options {
 	const char *prefix;          /* "" or "some/prefix/" (always ends with '/') */
@@ -30,6 +41,15 @@ struct fs_options {
 	uint64_t metadata_max_bytes; /* listings + nodes (src/fs/reap.c); 0: unbounded */
 	struct rd_ahead *ahead;      /* readahead across files, or NULL: opens that follow
 				      * a directory's listing order want the next files */
+	const struct snap *snap;     /* --snapshot: names, sizes and ETags from it, never
+				      * a LIST or HEAD (src/fs/snapview.c); must outlive
+				      * the fs; NULL: from the store */
+	int route_keys;              /* several sources over one read path (route.h,
+				      * --cache-dir): its keys are "NAME\0KEY" */
+	const struct fs_source *sources; /* n_sources > 0: several sources, each the
+				      * directory of its name (src/fs/source.c); then
+				      * prefix, snap, fs_new's s3 and rd are not used */
+	size_t n_sources;
 };
 
 struct fs;

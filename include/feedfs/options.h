@@ -71,6 +71,10 @@ struct options {
 					 * "localhost" or an IPv6 literal without its
 					 * brackets; NULL: no metrics endpoint */
 	uint16_t metrics_port;          /* 1..65535 when metrics_host is set */
+	char *snapshot;                 /* owned; absolute (or a URL); --snapshot: names
+					 * from this file (snap.h), never a LIST; NULL: listed */
+	char *sources;                  /* owned; absolute; --sources FILE (sources.h):
+					 * then bucket and prefix are NULL */
 };
 
 /* What options_parse returns besides 0 and -errno. */
@@ -93,6 +97,15 @@ void options_version(FILE *out);
 /* The long name of option i of the table ("cache-dir", no dashes), NULL past
  * the end: for tests that keep docs/feedfs.1 and --help complete. */
 const char *options_long_name(size_t i);
+
+/* Apply one option by its long name ("region"; value NULL for a flag) to o,
+ * as the command line would: 0, or -EINVAL with one line in msg (-ENOENT:
+ * no such option). For the sources file (sources.h). */
+int options_set(struct options *o, const char *long_name, const char *value, char *msg,
+		size_t msg_len);
+/* Set o's source from url (s3://, oss://, gs://BUCKET[/PREFIX/]) and run the
+ * checks a mount's options get: 0, or -EINVAL with one line in msg. */
+int options_set_source(struct options *o, const char *url, char *msg, size_t msg_len);
 
 /* Whether --long_name exists: 1 when it takes a value, 0 when it is a flag,
  * -ENOENT when there is no such option (mount.feedfs maps fstab options with

@@ -42,7 +42,9 @@ struct ctl_share;
 struct rd_ahead;
 
 struct stack_config {
-	struct s3_client *s3;               /* must outlive the stack */
+	struct s3_client *s3;               /* must outlive the stack; NULL with bottom */
+	struct fetcher *bottom;             /* the layer under the cache instead of s3
+					     * (several sources: route.h); NULL: s3 */
 	struct rd_budget *budget;           /* must outlive the stack */
 	uint64_t part_size;                 /* objects up to this are fetched ahead whole */
 	const struct cache_config *cache;   /* NULL: no cache dir. Its inner is set here */

@@ -85,11 +85,13 @@ struct stats_hist_desc {
 };
 
 #define STATS_REG_MAX 16
+#define STATS_REG_GROUPS_MAX 96     /* the mount's groups and a few per source */
 struct stats_reg {
 	struct {
 		const struct stats_group *g;
 		void *obj;
-	} group[STATS_REG_MAX];
+		const char *source;     /* NULL: the mount's; else one source's (--sources) */
+	} group[STATS_REG_GROUPS_MAX];
 	size_t n_groups;
 	const struct stats_hist_desc *hists[STATS_REG_MAX];   /* arrays of descs */
 	size_t n_hist[STATS_REG_MAX];
@@ -99,6 +101,15 @@ struct stats_reg {
 /* Add a group (obj is what its snapshot reads) or an array of n histograms.
  * Silently ignores a NULL obj/array; BUG_ON when full (a fixed, small set). */
 void stats_reg_group(struct stats_reg *r, const struct stats_group *g, void *obj);
+/* The same group for one source of several (--sources), beside a mount-wide
+ * one of the same table (the totals). It renders as that source's: in JSON
+ * under "sources": {NAME: {group: {...}}}, in Prometheus as the same metrics
+ * with a source="NAME" label next to the total's series (a total is a group with the
+ * same fields table), logged as
+ * "group[NAME]". Totals only everywhere else (stats_reg_value, the table).
+ * Register one source's groups one after the other; source must outlive r. */
+void stats_reg_group_source(struct stats_reg *r, const struct stats_group *g, void *obj,
+			    const char *source);
 void stats_reg_hists(struct stats_reg *r, const struct stats_hist_desc *d, size_t n);
 
 /* Read one field of a snapshot. */

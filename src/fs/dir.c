@@ -233,6 +233,10 @@ static int dirh_load(struct fs *fs, struct fs_dirh *dh)
 	pthread_mutex_lock(&fs->lock);
 	if (dirh_share_cached(fs, dh, now))
 		goto unlock;
+	if (!fs_path_listed(fs, dh->path, dh->path_len)) {
+		r = -ENOMEM;        /* the snapshot (or the root) answers every miss but this */
+		goto unlock;
+	}
 	big = !fs->subtree_max_keys ||
 	      fs_lcache_is_big(&fs->lcache, dh->path, dh->path_len, now);
 	pthread_mutex_unlock(&fs->lock);
@@ -467,9 +471,11 @@ static int fetch_page(struct fs *fs, struct fs_dirh *dh)
 	struct s3_list_page pg;
 	int r;
 
+	if (!fs_path_listed(fs, dh->path, dh->path_len))
+		return -EIO;        /* never: the snapshot (or the root) answered dirh_load */
 	memset(&pg, 0, sizeof(pg));
 	FS_STAT_INC(fs, list_pages);
-	r = s3_list(fs->s3, dh->prefix, "/", dh->token, 0, &pg);
+	r = s3_list(fs_path_s3(fs, dh->path, dh->path_len), dh->prefix, "/", dh->token, 0, &pg);
 	if (r < 0) {
 		log_warn(TAG, "listing '%s' failed: %s", dh->prefix, strerror(-r));
 		return r;

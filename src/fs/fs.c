@@ -206,6 +206,10 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, size_t 
 	char *key, *dirp = NULL;
 	int r;
 
+	/* A snapshot's listings answer every lookup (snapview.c); what they do
+	 * not hold does not exist: never a LIST or HEAD. */
+	if (!fs_path_listed(fs, path, path_len))
+		return -ENOENT;
 	r = fs_path_key(fs, path, path_len, 0, &key, &klen);
 	if (r < 0)
 		return r;
@@ -221,7 +225,8 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, size_t 
 	 * same one request, and when N holds at most 1000 keys it is N's complete
 	 * subtree, which answers the opendir and the lookups that usually follow. */
 	memset(&page, 0, sizeof(page));
-	r = s3_list(fs->s3, dirp, NULL, NULL, fs->subtree_max_keys ? 0 : 1, &page);
+	r = s3_list(fs_path_s3(fs, path, path_len), dirp, NULL, NULL,
+		    fs->subtree_max_keys ? 0 : 1, &page);
 	FS_STAT_INC(fs, list_pages);
 	if (r < 0)
 		goto out;
@@ -248,7 +253,7 @@ static int remote_stat(struct fs *fs, const char *path, size_t path_len, size_t 
 head:
 	memset(obj, 0, sizeof(*obj));
 	FS_STAT_INC(fs, heads);
-	r = s3_head(fs->s3, key, klen, obj);
+	r = s3_head(fs_path_s3(fs, path, path_len), key, klen, obj);
 out:
 	free(dirp);
 	free(key);
@@ -457,6 +462,7 @@ static uint64_t open_etag_hash(const char *etag)
 static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *etag,
 			 uint64_t *size, int *keep_cache)
 {
+	struct s3_client *s3;
 	struct s3_object obj;
 	struct fs_node *n;
 	int64_t now = util_now_ms();
@@ -472,14 +478,23 @@ static int refresh_attrs(struct fs *fs, fuse_ino_t ino, struct stat *st, char *e
 	}
 	if (n->is_dir || fs_attrs_fresh(fs, n, now))
 		goto fill;
+	if (fs_path_snap(fs, n->path, n->path_len)) {
+		/* From the snapshot (a node adopted after a takeover): no HEAD. */
+		r = fs_snap_node_attrs_locked(fs, n, now);
+		if (r == 0)
+			goto fill;
+		pthread_mutex_unlock(&fs->lock);
+		return r;
+	}
 	r = fs_path_key(fs, n->path, n->path_len, 0, &key, &klen);
+	s3 = fs_path_s3(fs, n->path, n->path_len);
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
 		return r;
 
 	memset(&obj, 0, sizeof(obj));
 	FS_STAT_INC(fs, heads);
-	r = s3_head(fs->s3, key, klen, &obj);
+	r = s3_head(s3, key, klen, &obj);
 	free(key);
 
 	pthread_mutex_lock(&fs->lock);
@@ -652,6 +667,7 @@ static int file_publish(struct fs *fs, struct fs_file *f, fuse_ino_t ino, uint64
 static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 {
 	char etag[KEEP_ETAG_MAX];
+	const struct rd_config *rd;
 	struct fs_file *f, *had;
 	struct fs_node *n;
 	uint64_t sino, size;
@@ -663,13 +679,14 @@ static struct fs_file *file_adopt(struct fs *fs, uint64_t fh, fuse_ino_t ino)
 		return NULL;
 	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, ino);
-	r = n ? fs_path_key(fs, n->path, n->path_len, 0, &key, &klen) : -ESTALE;
+	r = n ? fs_path_read_key(fs, n->path, n->path_len, &key, &klen) : -ESTALE;
+	rd = n ? fs_path_rd(fs, n->path, n->path_len) : NULL;
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
 		return NULL;
 	f = calloc(1, sizeof(*f));
 	if (f)
-		f->rd = rd_open(&fs->rd, key, klen, size, etag[0] ? etag : NULL);
+		f->rd = rd_open(rd, key, klen, size, etag[0] ? etag : NULL);
 	free(key);
 	if (!f || !f->rd) {
 		free(f);
@@ -800,6 +817,7 @@ void fs_set_gpu(struct fs *fs, struct gpu *g)
 
 static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	const struct rd_config *rd;
 	char etag[FS_ETAG_MAX];
 	struct fs_file *f;
 	struct fs_node *n;
@@ -818,7 +836,8 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	pthread_mutex_lock(&fs->lock);
 	n = fs_inodes_get(&fs->inodes, ino);
-	r = n ? fs_path_key(fs, n->path, n->path_len, 0, &key, &klen) : -ESTALE;
+	r = n ? fs_path_read_key(fs, n->path, n->path_len, &key, &klen) : -ESTALE;
+	rd = n ? fs_path_rd(fs, n->path, n->path_len) : NULL;
 	moved = n && n->size_moved;
 	pthread_mutex_unlock(&fs->lock);
 	if (r < 0)
@@ -826,7 +845,7 @@ static int do_open(struct fs *fs, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	f = calloc(1, sizeof(*f));
 	if (f)
-		f->rd = rd_open(&fs->rd, key, klen, size, etag[0] ? etag : NULL);
+		f->rd = rd_open(rd, key, klen, size, etag[0] ? etag : NULL);
 	if (!f || !f->rd) {
 		free(key);
 		free(f);
@@ -1324,8 +1343,8 @@ static long subtree_max_keys(const struct fs_options *opts)
 			v = FS_SUBTREE_MAX_KEYS_DEFAULT;
 		}
 	}
-	if (opts->metadata_ttl_ms <= 0)
-		v = 0;
+	if (opts->metadata_ttl_ms <= 0 || (opts->snap && !opts->n_sources))
+		v = 0;              /* a snapshot lists nothing (snapview.c) */
 	return v;
 }
 
@@ -1363,8 +1382,10 @@ int fs_new(const struct fs_options *opts, struct s3_client *s3, const struct rd_
 	fs->subtree_max_keys = subtree_max_keys(opts);
 	fs->prefix_len = strlen(fs->prefix);
 	fs->opts.prefix = fs->prefix;
-	fs->s3 = s3;
 	fs->rd = *rd;
+	r = fs_src_init(fs, opts, s3, rd);
+	if (r < 0)
+		goto fail;
 	fs_stats_init(fs);
 	fs->mount_wall_ms = util_wall_ms();
 	r = fs_list_ahead_start(fs);
@@ -1391,6 +1412,7 @@ void fs_destroy(struct fs *fs)
 	fs_pt_destroy(fs);
 	fs_inodes_cleanup(&fs->inodes);
 	fs_lcache_cleanup(&fs->lcache);
+	fs_src_cleanup(fs);
 	free(fs->files);
 	free(fs->dirs);
 	if (fs->neg)

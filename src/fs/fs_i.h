@@ -89,6 +89,7 @@ struct fs_stats {                   /* relaxed atomics; rows in stats.c */
 	uint64_t readdir_regen;         /* see dir.c DESIGN: a lazy handle's listing changed */
 	uint64_t meta_invals;           /* entries the kernel was asked to forget (reap.c) */
 	uint64_t ahead_lists;           /* subtree listings made ahead of a walk (listing.c) */
+	uint64_t snap_listings;         /* listings built from the snapshot (snapview.c) */
 	/* Gauges, filled only in snapshots (under fs->lock). */
 	uint64_t live_inodes, listing_dirs, listing_bytes, listing_evictions;
 	uint64_t node_bytes, meta_bytes, meta_max;
@@ -139,8 +140,23 @@ struct fs_file {
 	struct fs_file *prev, *next;    /* fs->open_files, under fs->lock */
 };
 
+/* One source as the fs holds it (source.c). */
+struct fs_src {
+	const char *name;               /* NULL: the only source, the whole tree */
+	size_t name_len;
+	char *prefix;                   /* owned */
+	size_t prefix_len;
+	struct s3_client *s3;
+	const struct snap *snap;
+	struct rd_config rd;
+};
+
 struct fs {
 	struct fs_options opts;
+	struct fs_src *src;             /* set once at start (source.c) */
+	size_t n_src;
+	int multi;                      /* several sources: the root lists their names */
+	struct fs_listing *root_listing; /* multi: the root, complete, for good */
 	struct fuse_session *se;        /* for attribute invalidations; set once at start */
 	fs_opened_fn opened;            /* set once at start (fs_set_opened) */
 	void *opened_arg;
@@ -149,8 +165,7 @@ struct fs {
 	struct fs_pt *pt;               /* passthrough state; NULL: --passthrough=off */
 	char *prefix;                   /* owned copy of opts.prefix */
 	size_t prefix_len;
-	struct s3_client *s3;
-	struct rd_config rd;
+	struct rd_config rd;            /* the first source's; its read_wait is fs->hist's */
 	int64_t mount_wall_ms;          /* mtime of directories */
 
 	/*
@@ -310,6 +325,39 @@ void fs_list_ahead_locked(struct fs *fs, const char *dir, size_t dlen,
 			  const struct fs_listing *pl, long i);
 int fs_list_ahead_start(struct fs *fs);
 void fs_list_ahead_stop(struct fs *fs);
+
+/* ---- source.c: the source a path belongs to (its DESIGN) ---- */
+/* The source of mount-relative path and the path inside it (*rel points into
+ * path); NULL for the root of a tree of several and for a name that is no
+ * source. No lock needed: sources are set once at start. */
+const struct fs_src *fs_src_of(const struct fs *fs, const char *path, size_t len,
+			       const char **rel, size_t *rel_len);
+/* 1 when path's listings come from a store (a source without a snapshot);
+ * 0 for a snapshot's paths and the root of several sources, whose listings
+ * the cache always has (fs_listing_cached): the LIST paths refuse those. */
+int fs_path_listed(const struct fs *fs, const char *path, size_t len);
+/* That source's snapshot (NULL: listed, or no source), client, read path. */
+const struct snap *fs_path_snap(const struct fs *fs, const char *path, size_t len);
+struct s3_client *fs_path_s3(const struct fs *fs, const char *path, size_t len);
+const struct rd_config *fs_path_rd(const struct fs *fs, const char *path, size_t len);
+/* The key the read path gets for path: its object key, or with
+ * opts.route_keys "NAME\0KEY" (route.h). Returns as fs_path_key. */
+int fs_path_read_key(const struct fs *fs, const char *path, size_t len, char **key,
+		     size_t *key_len);
+/* fs_new / fs_destroy: the sources from opts (one: prefix, s3, rd, snap). */
+int fs_src_init(struct fs *fs, const struct fs_options *opts, struct s3_client *s3,
+		const struct rd_config *rd);
+void fs_src_cleanup(struct fs *fs);
+
+/* ---- snapview.c: a mount from a snapshot (fs->opts.snap; its DESIGN) ---- */
+/* The listing of directory path built from the snapshot and installed in the
+ * cache; borrowed like fs_listing_cached's; an empty one for a path that is no
+ * directory of the snapshot; NULL only when out of memory. fs->lock held. */
+struct fs_listing *fs_snap_listing_locked(struct fs *fs, const char *path, size_t len,
+					  int64_t now_ms);
+/* A file node's attributes from the snapshot: 0, or -ENOENT when the
+ * snapshot has no such key. fs->lock held. */
+int fs_snap_node_attrs_locked(struct fs *fs, struct fs_node *n, int64_t now_ms);
 
 /* ---- order.c: a file was opened; when the opens of its directory follow the
  * listing order, want the next files from fs->opts.ahead. Takes fs->lock. ---- */

@@ -54,13 +54,23 @@
 struct fs_listing *fs_listing_cached(struct fs *fs, const char *path, size_t len,
 				     int64_t now_ms)
 {
-	return fs_lcache_get(&fs->lcache, path, len, now_ms, fs->opts.metadata_ttl_ms);
+	struct fs_listing *l;
+
+	/* Several sources: the root lists their names, for good (source.c). */
+	if (fs->multi && len == 0)
+		return fs->root_listing;
+	l = fs_lcache_get(&fs->lcache, path, len, now_ms, fs->opts.metadata_ttl_ms);
+	/* A snapshot answers every miss, from the file (snapview.c). */
+	if (!l && fs_path_snap(fs, path, len))
+		l = fs_snap_listing_locked(fs, path, len, now_ms);
+	return l;
 }
 
 int fs_listing_install(struct fs *fs, const char *path, size_t len, struct fs_listing *l,
 		       int64_t now_ms)
 {
-	struct fs_listing *cur = fs_listing_cached(fs, path, len, now_ms);
+	struct fs_listing *cur = fs_lcache_get(&fs->lcache, path, len, now_ms,
+					       fs->opts.metadata_ttl_ms);
 
 	int r;
 
@@ -228,6 +238,11 @@ int fs_subtree_list_max(struct fs *fs, const char *path, size_t path_len, const 
 	struct fs_inflight me;
 	int r;
 
+	/* A snapshot's directories, and the root of several sources, are never
+	 * listed (list-ahead may still queue them): "too big" sends the caller
+	 * to the cache, which answers. */
+	if (!fs_path_listed(fs, path, path_len))
+		return 0;
 	pthread_mutex_lock(&fs->lock);
 	if (!fs_listing_claim(fs, &me, path, path_len)) {
 		/* Someone lists it now: take what that listing installs. */
@@ -301,6 +316,7 @@ static void tree_install_before(struct fs *fs, struct fs_tree *t, const char *di
 static int subtree_list(struct fs *fs, const char *path, size_t path_len, const char *prefix,
 			size_t prefix_len, long max_keys, struct fs_inflight *me)
 {
+	struct s3_client *s3 = fs_path_s3(fs, path, path_len);
 	struct util_buf last = { 0 };  /* greatest key read, while in order */
 	int ordered = 1;
 	struct fs_tree t;
@@ -323,7 +339,7 @@ static int subtree_list(struct fs *fs, const char *path, size_t path_len, const 
 			pthread_cond_broadcast(&fs->inflight_done);
 			pthread_mutex_unlock(&fs->lock);
 		}
-		r = s3_list(fs->s3, prefix, NULL, token, 0, &pg);
+		r = s3_list(s3, prefix, NULL, token, 0, &pg);
 		free(token);
 		token = NULL;
 		if (r < 0) {

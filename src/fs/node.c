@@ -17,6 +17,7 @@
  */
 #include "fs_i.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,11 +26,27 @@
 int fs_path_key(const struct fs *fs, const char *path, size_t len, unsigned flags,
 		char **key, size_t *key_len)
 {
-	return fs_key(fs->prefix, fs->prefix_len, path, len, flags, key, key_len);
+	const char *rel;
+	size_t rel_len;
+	const struct fs_src *s = fs_src_of(fs, path, len, &rel, &rel_len);
+
+	if (!s) {
+		/* The root of a tree of several sources (its listing is built in,
+		 * never asked for) or a name that is no source. */
+		if (len)
+			return -ENOENT;
+		*key = strdup("");
+		*key_len = 0;
+		return *key ? 0 : -ENOMEM;
+	}
+	return fs_key(s->prefix, s->prefix_len, rel, rel_len, flags, key, key_len);
 }
 
 int fs_attrs_fresh(const struct fs *fs, const struct fs_node *n, int64_t now_ms)
 {
+	/* A snapshot's attributes never go stale: it does not change. */
+	if (fs_path_snap(fs, n->path, n->path_len))
+		return n->attr_ms != 0;
 	return n->attr_ms && now_ms - n->attr_ms < fs->opts.metadata_ttl_ms;
 }
 

@@ -65,6 +65,8 @@ static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_infli
 	size_t plen, idx;
 	int r;
 
+	if (!fs_path_listed(fs, dir, dlen))
+		return -ENOENT;     /* never: the snapshot (or the root) answered from the cache */
 	r = fs_path_key(fs, dir, dlen, FS_KEY_DIR, &prefix, &plen);
 	if (r < 0)
 		return r;
@@ -84,7 +86,7 @@ static int list_dir(struct fs *fs, const char *dir, size_t dlen, struct fs_infli
 			pthread_cond_broadcast(&fs->inflight_done);
 			pthread_mutex_unlock(&fs->lock);
 		}
-		r = s3_list(fs->s3, prefix, "/", token, 0, &pg);
+		r = s3_list(fs_path_s3(fs, dir, dlen), prefix, "/", token, 0, &pg);
 		free(token);
 		token = NULL;
 		if (r < 0)
@@ -150,7 +152,7 @@ int fs_resolve(struct fs *fs, const char *path, size_t len, char **key, size_t *
 	int r, big;
 
 	/* The path's own rules first (segments, lengths): a bad one is in no bucket. */
-	r = fs_key_for_path(fs->prefix, fs->prefix_len, path, len, &k, &kl);
+	r = fs_key_for_path("", 0, path, len, &k, &kl);
 	if (r < 0)
 		return r;
 	free(k);

@@ -38,6 +38,8 @@ static const struct stats_field fs_fields[] = {
 	ROW_C(lookup_listings, "fs_lookup_listings_total", "",
 	      "Subtree listings started by a lookup in a directory with no fresh listing."),
 	ROW_C(list_pages, "fs_list_pages_total", "", "Listing pages read for lookups and readdir."),
+	ROW_C(snap_listings, "fs_snapshot_listings_total", "",
+	      "Directory listings built from the snapshot (--snapshot), with no request."),
 	ROW_C(heads, "fs_heads_total", "", "HEAD requests made for lookups."),
 	ROW_C(getattrs, "fuse_getattrs_total", "", "GETATTR requests answered."),
 	ROW_C(opens, "fuse_opens_total", "", "Files opened."),
@@ -117,6 +119,8 @@ void fs_stats_init(struct fs *fs)
 		.h = &fs->hist[FS_HIST_WAIT],
 	};
 	fs->rd.read_wait = &fs->hist[FS_HIST_WAIT];
+	for (size_t i = 0; i < fs->n_src; i++)
+		fs->src[i].rd.read_wait = &fs->hist[FS_HIST_WAIT];
 }
 
 const struct stats_hist_desc *fs_hists(struct fs *fs, size_t *n)

@@ -26,7 +26,7 @@ static void snap(const struct stats_reg *r, size_t i, unsigned char *out)
 int stats_reg_has(const struct stats_reg *r, const char *group)
 {
 	for (size_t i = 0; i < r->n_groups; i++)
-		if (strcmp(r->group[i].g->name, group) == 0)
+		if (strcmp(r->group[i].g->name, group) == 0 && !r->group[i].source)
 			return 1;
 	return 0;
 }
@@ -66,6 +66,24 @@ static void json_hist(FILE *o, const struct stats_hist_desc *d)
 	fputs("]}", o);
 }
 
+/* sep, then "name":{...} of group i. */
+static void json_group(FILE *o, const struct stats_reg *r, size_t i, unsigned char *s,
+		       const char *sep)
+{
+	const struct stats_group *g = r->group[i].g;
+
+	snap(r, i, s);
+	fputs(sep, o);
+	json_str(o, g->name);
+	fputs(":{", o);
+	for (size_t j = 0; j < g->n_fields; j++) {
+		fprintf(o, "%s", j ? "," : "");
+		json_str(o, g->fields[j].key);
+		fprintf(o, ":%llu", (unsigned long long)stats_field_value(&g->fields[j], s));
+	}
+	fputc('}', o);
+}
+
 int stats_render_json(const struct stats_reg *r, const struct stats_mount *m,
 		      const struct stats_rate *now, FILE *o)
 {
@@ -98,18 +116,31 @@ int stats_render_json(const struct stats_reg *r, const struct stats_mount *m,
 			(double)now->fuse_bytes / now->seconds, (double)now->fuse_reads / now->seconds,
 			(double)now->s3_bytes / now->seconds);
 	for (size_t i = 0; i < r->n_groups; i++) {
-		const struct stats_group *g = r->group[i].g;
+		if (!r->group[i].source)
+			json_group(o, r, i, s, ",");
+	}
+	/* Per source: "sources":{"train":{"s3":{...}},...}, in registration order
+	 * (one source's groups are registered together). */
+	{
+		const char *cur = NULL;
 
-		snap(r, i, s);
-		fputc(',', o);
-		json_str(o, g->name);
-		fputs(":{", o);
-		for (size_t j = 0; j < g->n_fields; j++) {
-			fprintf(o, "%s", j ? "," : "");
-			json_str(o, g->fields[j].key);
-			fprintf(o, ":%llu", (unsigned long long)stats_field_value(&g->fields[j], s));
+		for (size_t i = 0; i < r->n_groups; i++) {
+			const char *src = r->group[i].source;
+
+			if (!src)
+				continue;
+			if (!cur || strcmp(cur, src) != 0) {
+				fputs(cur ? "}," : ",\"sources\":{", o);
+				json_str(o, src);
+				fputs(":{", o);
+				json_group(o, r, i, s, "");
+				cur = src;
+			} else {
+				json_group(o, r, i, s, ",");
+			}
 		}
-		fputc('}', o);
+		if (cur)
+			fputs("}}", o);
 	}
 	fputs(",\"histograms\":{", o);
 	for (size_t i = 0; i < r->n_hist_sets; i++)
@@ -189,6 +220,8 @@ int stats_render_prom(const struct stats_reg *r, const struct stats_mount *m, FI
 	for (size_t i = 0; i < r->n_groups; i++) {
 		const struct stats_group *g = r->group[i].g;
 
+		if (r->group[i].source)
+			continue;           /* beside its total, below */
 		snap(r, i, s);
 		for (size_t j = 0; j < g->n_fields; j++) {
 			const struct stats_field *f = &g->fields[j];
@@ -198,6 +231,23 @@ int stats_render_prom(const struct stats_reg *r, const struct stats_mount *m, FI
 			fprintf(o, "feedfs_%s", f->metric);
 			prom_labels(o, m, f->labels, NULL);
 			fprintf(o, " %llu\n", (unsigned long long)stats_field_value(f, s));
+			/* Each source's series of the same metric, with its label:
+			 * a metric's samples must stay together in the text. */
+			for (size_t k = 0; k < r->n_groups; k++) {
+				unsigned char ks[SNAP_MAX];
+				char lab[512];
+
+				/* The same table (the total may be a copy of the group
+				 * with its own snapshot: daemon.c's s3 sum). */
+				if (!r->group[k].source || r->group[k].g->fields != g->fields)
+					continue;
+				snap(r, k, ks);
+				snprintf(lab, sizeof(lab), "%s%ssource=\"%s\"", f->labels,
+					 *f->labels ? "," : "", r->group[k].source);
+				fprintf(o, "feedfs_%s", f->metric);
+				prom_labels(o, m, lab, NULL);
+				fprintf(o, " %llu\n", (unsigned long long)stats_field_value(f, ks));
+			}
 		}
 	}
 	for (size_t i = 0; i < r->n_hist_sets; i++)
@@ -240,13 +290,19 @@ void stats_log(const struct stats_reg *r)
 		char line[4096];
 		size_t n = 0;
 
+		char tag[128];
+
 		snap(r, i, s);
 		line[0] = '\0';
 		for (size_t j = 0; j < g->n_fields && n < sizeof(line); j++)
 			n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s %llu", j ? ", " : "",
 					      g->fields[j].key,
 					      (unsigned long long)stats_field_value(&g->fields[j], s));
-		log_info(g->name, "%s", line);
+		if (r->group[i].source)
+			snprintf(tag, sizeof(tag), "%s[%s]", g->name, r->group[i].source);
+		else
+			snprintf(tag, sizeof(tag), "%s", g->name);
+		log_info(tag, "%s", line);
 	}
 }
 

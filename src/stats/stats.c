@@ -69,14 +69,21 @@ double stats_hist_quantile(const struct stats_hist *h, double q)
 	return stats_hist_bounds_s[STATS_HIST_BOUNDS - 1];
 }
 
-void stats_reg_group(struct stats_reg *r, const struct stats_group *g, void *obj)
+void stats_reg_group_source(struct stats_reg *r, const struct stats_group *g, void *obj,
+			    const char *source)
 {
 	if (!obj)
 		return;
-	BUG_ON(r->n_groups >= STATS_REG_MAX);
+	BUG_ON(r->n_groups >= STATS_REG_GROUPS_MAX);
 	r->group[r->n_groups].g = g;
 	r->group[r->n_groups].obj = obj;
+	r->group[r->n_groups].source = source;
 	r->n_groups++;
+}
+
+void stats_reg_group(struct stats_reg *r, const struct stats_group *g, void *obj)
+{
+	stats_reg_group_source(r, g, obj, NULL);
 }
 
 void stats_reg_hists(struct stats_reg *r, const struct stats_hist_desc *d, size_t n)
@@ -95,7 +102,7 @@ uint64_t stats_reg_value(const struct stats_reg *r, const char *group, const cha
 		const struct stats_group *g = r->group[i].g;
 		unsigned char snap[1024];
 
-		if (strcmp(g->name, group) != 0)
+		if (strcmp(g->name, group) != 0 || r->group[i].source)
 			continue;
 		BUG_ON(g->snapshot_size > sizeof(snap));
 		g->snapshot(r->group[i].obj, snap);

@@ -179,3 +179,13 @@ put("fuzz_gpu_ioctl", "read_device", ioc(1, 152) + _read + _dest_device + bytes(
 put("fuzz_gpu_ioctl", "batch", ioc(2, 8328) + _batch + bytes(8328 - len(_batch)))
 put("fuzz_gpu_ioctl", "bad_size", ioc(1, 144) + (_read + _dest_region + bytes(32))[:144])
 put("fuzz_gpu_ioctl", "unknown", ioc(9, 64) + _caps)
+
+
+# fuzz_snap: byte 0 (bit 0: check the CRCs) + a snapshot written by feedfs
+# (the files under corpus/fuzz_snap/ were written by snap_writer: a few keys
+# with MD5 and odd ETags, a version id, a directory marker, two blocks; write
+# new ones the same way when the format changes: this script does not).
+
+# fuzz_sources: the --sources file; the seeds under corpus/fuzz_sources/ (good, dup,
+# bad) are written by hand: a valid three-source file, a duplicate name with an
+# unknown key, a bad name with a flagless value-taking key.

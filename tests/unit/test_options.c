@@ -119,6 +119,9 @@ static const struct accept_case {
 	{ "--debug b /m", AT(debug), F_INT, NULL, 1 },
 	{ "-d b /m", AT(foreground), F_INT, NULL, 1 },
 	{ "--cache-dir /var/cache/f b /m", AT(cache_dir), F_STR, "/var/cache/f", 0 },
+	{ "--snapshot /s/d.snap b /m", AT(snapshot), F_STR, "/s/d.snap", 0 },
+	{ "--sources /s/list /m", AT(sources), F_STR, "/s/list", 0 },
+	{ "--snapshot s3://sb/k/d.snap b /m", AT(snapshot), F_STR, "s3://sb/k/d.snap", 0 },
 	{ "--cache-dir /c --cache-size 2G b /m", AT(cache_size), F_U64, NULL, 2048 * MIB },
 	{ "--block-size 8M b /m", AT(block_size), F_U64, NULL, 8 * MIB },
 	{ "--cache-dir /c --cache-clear b /m", AT(cache_clear), F_INT, NULL, 1 },
@@ -188,6 +191,14 @@ static const struct reject_case {
 	const char *msg;
 } reject_cases[] = {
 	{ "--part-size x b /m", "--part-size: 'x' is not a size (e.g. 8M, 512K, 1G)" },
+	{ "--snapshot s3://b/ b /m", "--snapshot: 's3://b/' is not SCHEME://BUCKET/KEY" },
+	{ "--snapshot s3://b b /m", "--snapshot: 's3://b' is not SCHEME://BUCKET/KEY" },
+	{ "--snapshot s3://b/d.snap --region r oss://b /m", "--snapshot: 's3://b/d.snap' must be "
+	  "on the source's store (the same scheme)" },
+	{ "--snapshot <empty> b /m", "--snapshot: empty path" },
+	{ "--sources /s b /m", "--sources FILE takes one argument: MOUNTPOINT" },
+	{ "--sources /s --snapshot /x /m", "--snapshot goes in the sources file with --sources "
+	  "(snapshot=FILE on a source's line)" },
 	{ "--cache-size 1Q b /m", "--cache-size: '1Q' is not a size (e.g. 8M, 512K, 1G)" },
 	{ "--metadata-ttl -1 b /m", "--metadata-ttl: '-1' is not a number of seconds" },
 	{ "--negative-ttl 1s b /m", "--negative-ttl: '1s' is not a number of seconds" },
