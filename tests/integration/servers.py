@@ -10,6 +10,8 @@
                (every credential source disabled, metadata endpoints never reachable)
   creds_server function: factory for tests/creds_servers.py on 127.0.0.1
   ForwardProxy a plain or TLS (or IPv6) reverse/forward proxy that keeps Host as sent
+  Gate         a TCP forwarder that holds every connection until open(): a store
+               that does not answer yet, for as long as a test wants, no timing
 
 A pytest plugin (conftest's pytest_plugins): the fixtures reach every test; a
 test module imports the classes and constants it names.
@@ -327,3 +329,70 @@ class ForwardProxy:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class Gate:
+    """A TCP forwarder to 127.0.0.1:upstream_port that accepts connections at
+    once but holds every byte until open(): feedfs waits on the store as long
+    as the test wants (a mount that is not ready yet), with no timing involved.
+    accepted is set at the first connection; connections counts them."""
+
+    def __init__(self, upstream_port):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.opened = threading.Event()
+        self.accepted = threading.Event()
+        self.connections = 0
+        self.conns = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.conns.append(c)
+            self.accepted.set()
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        self.opened.wait()
+        try:
+            u = socket.create_connection(self.upstream)
+        except OSError:
+            c.close()
+            return
+        self.conns.append(u)
+
+        def pump(a, b):
+            try:
+                while True:
+                    d = a.recv(65536)
+                    if not d:
+                        break
+                    b.sendall(d)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        threading.Thread(target=pump, args=(u, c), daemon=True).start()
+        pump(c, u)
+
+    def open(self):
+        self.opened.set()
+
+    def close(self):
+        self.opened.set()
+        self.sock.close()
+        for s in self.conns:
+            s.close()

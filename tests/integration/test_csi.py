@@ -12,9 +12,7 @@ goes with the last one), refuse bad requests with the spec's gRPC code.
 import os
 import re
 import signal
-import socket
 import subprocess
-import threading
 import time
 
 import grpc
@@ -24,6 +22,7 @@ from conftest import content_for, sha256
 from csiclient import (Client, capability, decode, f_msg, f_str, publish_request,
                        unpublish_request)
 from mounter import ACCESS_KEY, REGION, ROOT, SECRET_KEY, is_mounted, pid_alive, s3rver_env
+from servers import Gate
 
 DRIVER = "csi.feedfs.io"
 FILES = {"a.bin": 3 << 20, "dir/b.bin": 12345, "dir/sub/c.txt": 1, "e.bin": 1 << 20}
@@ -413,71 +412,13 @@ def test_bad_requests(plugin, s3server, tmp_path):
 
 # ---------------------------------------------------------------- waiting for the mount
 
-class GateProxy:
-    """A TCP forwarder to upstream that accepts connections at once but holds
-    every byte until open() is called: a store that is slow to answer, so
-    that the mount is not ready while the test looks."""
-
-    def __init__(self, upstream_port):
-        self.upstream = upstream_port
-        self.gate = threading.Event()
-        self.accepted = threading.Event()
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(64)
-        self.url = "http://127.0.0.1:%d" % self.ls.getsockname()[1]
-        self.conns = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.ls.accept()
-            except OSError:
-                return
-            self.conns.append(c)
-            self.accepted.set()
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
-        self.gate.wait()
-        u = socket.create_connection(("127.0.0.1", self.upstream))
-        self.conns.append(u)
-
-        def pump(a, b):
-            try:
-                while True:
-                    d = a.recv(65536)
-                    if not d:
-                        break
-                    b.sendall(d)
-            except OSError:
-                pass
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        threading.Thread(target=pump, args=(u, c), daemon=True).start()
-        pump(c, u)
-
-    def open(self):
-        self.gate.set()
-
-    def close(self):
-        self.gate.set()
-        self.ls.close()
-        for s in self.conns:
-            s.close()
-
-
 def test_publish_waits_for_the_mount(plugin, dataset, s3server, tmp_path):
     """kubelet publishes two pods of one volume while its mount cannot be ready
     (the store has not answered yet): neither publish returns, nor is
     anything bound in a target, until the mount answers; then both do, on
     one mount, and read the right bytes."""
     bucket, want = dataset
-    gate = GateProxy(s3server.port)
+    gate = Gate(s3server.port)
     try:
         ctx = attrs(bucket, gate.url)
         ta, tb = target(tmp_path, "pod-a"), target(tmp_path, "pod-b")

@@ -21,15 +21,14 @@ systemd-nspawn cannot boot the root here."""
 import os
 import re
 import shutil
-import socket
 import subprocess
-import threading
 import time
 
 import pytest
 
 from conftest import content_for, sha256
 from mounter import ACCESS_KEY, REGION, ROOT, SECRET_KEY
+from servers import Gate
 
 ROOTFS_SH = os.path.join(ROOT, "tests", "deploy", "rootfs.sh")
 TARBALL = os.path.join(ROOT, "build", "deploy", "bookworm-systemd.tar")
@@ -37,60 +36,6 @@ BOOT_TIMEOUT_S = 120
 
 pytestmark = pytest.mark.skipif(os.environ.get("FEEDFS_DEPLOY_TESTS") != "1",
                                 reason="the booted systemd runs in make test-deploy")
-
-
-class Gate:
-    """A TCP forwarder to s3rver that holds every connection until open():
-    feedfs waits on S3 as long as the test wants, with no timing involved."""
-
-    def __init__(self, target_port):
-        self.target = ("127.0.0.1", target_port)
-        self.opened = threading.Event()
-        self.connections = 0
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
-
-    def _serve(self, c):
-        self.opened.wait()
-        try:
-            u = socket.create_connection(self.target)
-        except OSError:
-            c.close()
-            return
-
-        def pipe(a, b):
-            try:
-                while True:
-                    d = a.recv(65536)
-                    if not d:
-                        break
-                    b.sendall(d)
-            except OSError:
-                pass
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        threading.Thread(target=pipe, args=(u, c), daemon=True).start()
-        pipe(c, u)
-
-    def close(self):
-        self.opened.set()
-        self.sock.close()
 
 
 def descendants(pid):
