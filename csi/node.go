@@ -373,15 +373,24 @@ func (n *node) ensureMount(v *volume, base string) (mountEntry, error) {
 	return m, nil
 }
 
+// checkVolumeTarget: what publish and unpublish both require of a request, a
+// volume id and an absolute target path (INVALID_ARGUMENT otherwise).
+func checkVolumeTarget(volumeID, targetPath string) error {
+	if volumeID == "" {
+		return invalid("volume_id is required")
+	}
+	if targetPath == "" {
+		return invalid("target_path is required")
+	}
+	if !filepath.IsAbs(targetPath) {
+		return invalid("target_path '%s' is not an absolute path", targetPath)
+	}
+	return nil
+}
+
 func (n *node) publish(ctx context.Context, r *publishRequest) (interface{}, error) {
-	if r.volumeID == "" {
-		return nil, invalid("volume_id is required")
-	}
-	if r.targetPath == "" {
-		return nil, invalid("target_path is required")
-	}
-	if !filepath.IsAbs(r.targetPath) {
-		return nil, invalid("target_path '%s' is not an absolute path", r.targetPath)
+	if err := checkVolumeTarget(r.volumeID, r.targetPath); err != nil {
+		return nil, err
 	}
 	if r.capability == nil {
 		return nil, invalid("volume_capability is required")
@@ -465,14 +474,8 @@ func unmount(dir string) error {
 }
 
 func (n *node) unpublish(ctx context.Context, r *unpublishRequest) (interface{}, error) {
-	if r.volumeID == "" {
-		return nil, invalid("volume_id is required")
-	}
-	if r.targetPath == "" {
-		return nil, invalid("target_path is required")
-	}
-	if !filepath.IsAbs(r.targetPath) {
-		return nil, invalid("target_path '%s' is not an absolute path", r.targetPath)
+	if err := checkVolumeTarget(r.volumeID, r.targetPath); err != nil {
+		return nil, err
 	}
 	target := filepath.Clean(r.targetPath)
 	tab, err := n.table()

@@ -130,27 +130,30 @@ def _cleanup(tmp):
                 os.kill(int(d), signal.SIGKILL)
 
 
-@pytest.fixture
-def plugin(csi_bin, tmp_path):
-    """The plugin with no credentials in its environment: every volume brings its own."""
-    env = {k: v for k, v in os.environ.items() if k not in CRED_VARS}
-    p = Plugin(csi_bin, tmp_path, env).start()
+def _running(p, tmp_path):
+    """A fixture's life of plugin p: started, yielded, stopped (SIGTERM), and
+    what it left under tmp_path cleaned up."""
+    p.start()
     yield p
     if p.proc.poll() is None:
         p.kill(signal.SIGTERM)
     _cleanup(tmp_path)
+
+
+@pytest.fixture
+def plugin(csi_bin, tmp_path):
+    """The plugin with no credentials in its environment: every volume brings its own."""
+    env = {k: v for k, v in os.environ.items() if k not in CRED_VARS}
+    yield from _running(Plugin(csi_bin, tmp_path, env), tmp_path)
 
 
 @pytest.fixture
 def node_plugin(csi_bin, tmp_path):
     """The plugin with the node's credentials (s3rver's keys) in its
     environment, and a block cache per mount under tmp/cache."""
-    p = Plugin(csi_bin, tmp_path, s3rver_env(),
-               args=["--cache-root", os.path.join(str(tmp_path), "cache")]).start()
-    yield p
-    if p.proc.poll() is None:
-        p.kill(signal.SIGTERM)
-    _cleanup(tmp_path)
+    yield from _running(Plugin(csi_bin, tmp_path, s3rver_env(),
+                               args=["--cache-root", os.path.join(str(tmp_path), "cache")]),
+                        tmp_path)
 
 
 @pytest.fixture
