@@ -46,6 +46,18 @@ import synth_s3  # noqa: E402
 from mounter import pids_of_mount  # noqa: E402
 
 
+
+def wrong_files(mnt, keys, picks):
+    """Reads the computed keys numbered picks through the mount; returns how
+    many differ from the bytes the synthetic store serves for them."""
+    bad = 0
+    for i in picks:
+        k = keys.key(i)
+        with open(os.path.join(mnt, k.decode()), "rb") as f:
+            if hashlib.sha256(f.read()).digest() != hashlib.sha256(keys.data(k)).digest():
+                bad += 1
+    return bad
+
 def start_synth(dirs, files, names):
     """bench/synth_s3.py on a free port, ready: (process, port)."""
     port = int(subprocess.check_output([sys.executable, "-c",
@@ -226,13 +238,7 @@ def main():
         picks = [rnd.randrange(keys.n) for _ in range(a.reads)]
 
         def reads():
-            bad = 0
-            for i in picks:
-                k = keys.key(i)
-                with open(os.path.join(mnt, k.decode()), "rb") as f:
-                    if hashlib.sha256(f.read()).digest() != hashlib.sha256(keys.data(k)).digest():
-                        bad += 1
-            return bad
+            return wrong_files(mnt, keys, picks)
 
         c0, u0, v0 = counts(port), cpu_of(pid), cpu_of(srv.pid)
         bad, s = timed(reads)

@@ -36,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from scale import (counts, cpu_of, delta, plain_listing, serving_pid,  # noqa: E402
-                   start_synth, synth_s3, timed)
+                   start_synth, synth_s3, timed, wrong_files)
 
 
 def mem_of(pid):
@@ -146,13 +146,7 @@ def main():
         picks = [rnd.randrange(keys.n) for _ in range(a.reads)]
 
         def reads():
-            bad = 0
-            for i in picks:
-                k = keys.key(i)
-                with open(os.path.join(mnt, k.decode()), "rb") as f:
-                    if hashlib.sha256(f.read()).digest() != hashlib.sha256(keys.data(k)).digest():
-                        bad += 1
-            return bad
+            return wrong_files(mnt, keys, picks)
         c0 = counts(port)
         bad, s = timed(reads)
         assert bad == 0, "%d files with wrong bytes" % bad
